@@ -1,0 +1,1 @@
+"""Moving records and progress between workers: allocators, codecs, configuration."""

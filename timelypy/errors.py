@@ -1,0 +1,94 @@
+"""Every error timelypy raises, in one hierarchy.
+
+All errors derive from :class:`TimelyError`, and each also derives from the
+built-in exception a Python user would expect (``TypeError`` for a value of
+the wrong type, ``ValueError`` for a value out of range), so both
+``except TimelyError`` and ``except TypeError`` work.
+
+Messages say what was wrong, where (operator name, worker index, node or
+port), and what to do about it.  Errors raised by *user* functions inside
+operators are not wrapped: the original exception is re-raised by
+:func:`timelypy.execute` with a note naming the worker and operator.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TimelyError",
+    "TimestampError",
+    "SummaryError",
+    "PortError",
+    "CycleError",
+    "CapabilityError",
+    "InputError",
+    "ConfigError",
+    "SerializationError",
+    "ClusterError",
+    "WorkerAborted",
+]
+
+
+class TimelyError(Exception):
+    """Base class of every error raised by timelypy itself."""
+
+
+class TimestampError(TimelyError, TypeError):
+    """A timestamp of the wrong type, or timestamps of mixed types compared.
+
+    >>> from timelypy.progress import Antichain
+    >>> from timelypy.order import Product
+    >>> Antichain([1, Product(0, 0)])
+    Traceback (most recent call last):
+    ...
+    timelypy.errors.TimestampError: cannot mix timestamp (0, 0) (Product) with int timestamps: ...
+    """
+
+
+class SummaryError(TimelyError, TypeError):
+    """A path summary that does not fit the timestamps it is applied to."""
+
+
+class PortError(TimelyError, ValueError):
+    """A reference to an operator port (input or output) that does not exist."""
+
+
+class CycleError(TimelyError, ValueError):
+    """A dataflow cycle along which timestamps do not strictly advance.
+
+    Every cycle must pass through a feedback edge whose summary increments the
+    timestamp, otherwise progress tracking could never conclude that a time is
+    complete.  ``nodes`` lists the operator indices on the offending cycle.
+    """
+
+    def __init__(self, message: str, nodes: list[int]) -> None:
+        super().__init__(message)
+        self.nodes = nodes
+
+
+class CapabilityError(TimelyError, RuntimeError):
+    """A capability used in a way that would corrupt progress tracking.
+
+    Examples: delaying a capability to an earlier time, using a capability
+    after it was released, minting an output capability from an input
+    capability through a port the input is not connected to.
+    """
+
+
+class InputError(TimelyError, ValueError):
+    """Misuse of an input handle, such as advancing it backwards in time."""
+
+
+class ConfigError(TimelyError, ValueError):
+    """Bad worker/process configuration: arguments, host files, ports."""
+
+
+class SerializationError(TimelyError, TypeError):
+    """A record that the configured codec cannot carry between processes."""
+
+
+class ClusterError(TimelyError, RuntimeError):
+    """A peer process was lost, unreachable, or failed."""
+
+
+class WorkerAborted(TimelyError, RuntimeError):
+    """Raised inside a worker that stops because another worker failed."""

@@ -1,0 +1,688 @@
+"""Reachability: which times can still arrive where.
+
+A scope's progress state is a multiset of *pointstamps* ``(location, time)``:
+capabilities held at operator outputs (sources) and messages in flight to
+operator inputs (targets).  A pointstamp at ``l`` with time ``t`` *could
+result in* time ``s(t)`` at every location ``l'`` reachable from ``l`` along
+a path with summary ``s``.  The **implications** at a location are the
+minimal times that some pointstamp could result in there; at an operator
+input they are exactly that input's frontier.
+
+:class:`Builder` describes the graph: nodes with their internal
+*connectivity* (for each input, the summaries to each output) and edges from
+outputs to inputs.  :meth:`Builder.build` checks that every cycle advances
+time, computes how each port reaches the scope's outputs, and returns a
+:class:`Tracker`.
+
+:class:`Tracker` maintains the implications incrementally.  Updates to
+pointstamp counts are buffered (``update_source`` / ``update_target``) and
+applied by :meth:`Tracker.propagate_all`:
+
+1. each port's buffered updates go through its ``pointstamps``
+   :class:`~timelypy.progress.MutableAntichain`; only changes to that
+   frontier continue, and they also update the scope outputs' summaries;
+2. a worklist ordered by ``(time, location)`` carries frontier changes:
+   at a target through the node's connectivity to its sources, at a source
+   along the edges to targets, each step filtered through that location's
+   ``implications`` MutableAntichain.  Equal ``(time, location)`` entries are
+   summed first, so changes that cancel never travel.
+
+Every change to an implications frontier is recorded in :meth:`Tracker.pushed`,
+which is how operators learn their new input frontiers.  The cost is
+proportional to the number of frontier *changes* times the path length, not
+to the number of records: the runtime reports counts per batch.
+
+Node 0 is the scope seen from inside (see :mod:`timelypy.progress.location`):
+its targets are the scope's outputs and its sources its inputs.  The summary
+from each scope input to each scope output, which an enclosing scope uses as
+the connectivity of the nested one, is the second result of
+:meth:`Builder.build`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from timelypy.errors import CycleError, PortError, SummaryError, TimestampError
+from timelypy.order import (
+    U64_MAX,
+    Product,
+    ProductType,
+    followed_by,
+    identity_summary,
+    is_identity_summary,
+)
+from timelypy.progress.change_batch import ChangeBatch
+from timelypy.progress.frontier import Antichain, MutableAntichain
+from timelypy.progress.location import Location, Port, PortKind, Source, Target
+
+__all__ = [
+    "Connectivity",
+    "PortConnectivity",
+    "Builder",
+    "Tracker",
+    "PortInformation",
+    "PerOperator",
+    "summarize_outputs",
+]
+
+#: For one input: output index -> antichain of path summaries to that output.
+PortConnectivity = dict[int, Antichain[Any]]
+#: For each input of a node, its :data:`PortConnectivity`.
+Connectivity = list[PortConnectivity]
+
+_TARGET = PortKind.TARGET
+_SOURCE = PortKind.SOURCE
+
+
+def _apply(summary: Any, time: Any) -> Any | None:
+    """``results_in`` with the ``int`` case inlined (it is on the hot path)."""
+    if type(summary) is int:
+        result = time + summary
+        return result if result <= U64_MAX else None
+    return summary.results_in(time)
+
+
+def _as_antichain(value: Any, where: str) -> Antichain[Any]:
+    if isinstance(value, Antichain):
+        return value
+    if value is None:
+        return Antichain()
+    if type(value) is int or isinstance(value, Product):
+        return Antichain((value,))
+    try:
+        return Antichain(value)
+    except TypeError as exc:
+        if isinstance(exc, TimestampError):
+            raise SummaryError(f"{where}: {exc}") from exc
+        raise SummaryError(
+            f"{where}: expected an Antichain or a list of path summaries, got {value!r}"
+        ) from exc
+
+
+def _check_summary(summary: Any, ttype: Any, where: str) -> None:
+    if ttype is int:
+        if type(summary) is not int or summary < 0:
+            raise SummaryError(
+                f"{where}: summary {summary!r} ({type(summary).__name__}) does not fit int "
+                "timestamps: use a non-negative int"
+            )
+    elif isinstance(ttype, ProductType):
+        if type(summary) is not Product:
+            raise SummaryError(
+                f"{where}: summary {summary!r} ({type(summary).__name__}) does not fit "
+                f"{ttype!r} timestamps: use a Product of summaries"
+            )
+        _check_summary(summary[0], ttype.outer, where)
+        _check_summary(summary[1], ttype.inner, where)
+
+
+def normalize_connectivity(
+    summaries: Sequence[Any], inputs: int, outputs: int, node: int, ttype: Any = None
+) -> Connectivity:
+    """Return ``summaries`` as a :data:`Connectivity`, validating ports and types.
+
+    Each input's entry may be a mapping ``{output: summaries}`` or a sequence
+    indexed by output; ``summaries`` is an :class:`Antichain`, a list of
+    summaries, a single ``int``/``Product`` summary, or ``None``/empty for
+    "not connected".
+    """
+    if len(summaries) != inputs:
+        raise PortError(
+            f"node {node}: connectivity lists {len(summaries)} inputs, but the node has "
+            f"{inputs}; give one entry per input"
+        )
+    result: Connectivity = []
+    for input_index, per_input in enumerate(summaries):
+        items: Iterable[tuple[int, Any]]
+        if isinstance(per_input, Mapping):
+            items = per_input.items()
+        elif per_input is None:
+            items = ()
+        else:
+            items = enumerate(per_input)
+        port_conn: PortConnectivity = {}
+        for output, value in items:
+            where = f"node {node}, input {input_index} -> output {output}"
+            if not isinstance(output, int) or not 0 <= output < outputs:
+                raise PortError(
+                    f"node {node}: input {input_index} names output {output!r}, but the node "
+                    f"has {outputs} output(s)"
+                )
+            antichain = _as_antichain(value, where)
+            if ttype is not None:
+                for summary in antichain:
+                    _check_summary(summary, ttype, where)
+            if antichain:
+                port_conn[output] = antichain
+        result.append(port_conn)
+    return result
+
+
+class Builder:
+    """Describes a scope's graph: nodes, their connectivity, and edges.
+
+    >>> builder = Builder(int)
+    >>> builder.add_node(0, 1, 1, [{0: [0]}])
+    >>> builder.add_node(1, 1, 1, [{0: [0]}])
+    >>> builder.add_node(2, 1, 1, [{0: [1]}])     # the feedback: +1
+    >>> builder.add_edge(Source(0, 0), Target(1, 0))
+    >>> builder.add_edge(Source(1, 0), Target(2, 0))
+    >>> builder.add_edge(Source(2, 0), Target(0, 0))
+    >>> tracker, _ = builder.build()
+    >>> tracker.update_source(Source(0, 0), 17, 1)
+    >>> tracker.propagate_all()
+    >>> sorted((loc.node, t) for (loc, t), d in tracker.pushed() if loc.is_target)
+    [(0, 18), (1, 17), (2, 17)]
+    """
+
+    def __init__(self, timestamp_type: Any = int) -> None:
+        self.timestamp_type = timestamp_type
+        self.nodes: list[Connectivity] = []
+        self.edges: list[list[list[Target]]] = []
+        self.shape: list[tuple[int, int]] = []
+
+    def add_node(
+        self, index: int, inputs: int, outputs: int, summaries: Sequence[Any]
+    ) -> None:
+        """Declare node ``index`` with ``inputs`` inputs, ``outputs`` outputs and connectivity.
+
+        ``summaries[i]`` gives, for input ``i``, the path summaries to each
+        output (see :func:`normalize_connectivity`).  A missing output means
+        the input cannot reach it.
+        """
+        if not isinstance(index, int) or index < 0:
+            raise PortError(f"node index must be a non-negative int, got {index!r}")
+        if inputs < 0 or outputs < 0:
+            raise PortError(f"node {index}: negative port count ({inputs} in, {outputs} out)")
+        connectivity = normalize_connectivity(
+            summaries, inputs, outputs, index, self.timestamp_type
+        )
+        while len(self.nodes) <= index:
+            self.nodes.append([])
+            self.edges.append([])
+            self.shape.append((0, 0))
+        self.nodes[index] = connectivity
+        if len(self.edges[index]) != outputs:
+            self.edges[index] = [[] for _ in range(outputs)]
+        self.shape[index] = (inputs, outputs)
+
+    def add_edge(self, source: Source, target: Target) -> None:
+        """Connect output ``source`` to input ``target``."""
+        self._check_source(source)
+        self._check_target(target)
+        self.edges[source.node][source.port].append(target)
+
+    def _check_source(self, source: Source) -> None:
+        if not isinstance(source, Source):
+            raise PortError(f"expected a Source(node, port), got {source!r}")
+        if source.node >= len(self.shape) or not 0 <= source.port < self.shape[source.node][1]:
+            outputs = self.shape[source.node][1] if source.node < len(self.shape) else 0
+            raise PortError(
+                f"{source!r} does not exist: node {source.node} has {outputs} output(s); "
+                "add the node before its edges"
+            )
+
+    def _check_target(self, target: Target) -> None:
+        if not isinstance(target, Target):
+            raise PortError(f"expected a Target(node, port), got {target!r}")
+        if target.node >= len(self.shape) or not 0 <= target.port < self.shape[target.node][0]:
+            inputs = self.shape[target.node][0] if target.node < len(self.shape) else 0
+            raise PortError(
+                f"{target!r} does not exist: node {target.node} has {inputs} input(s); "
+                "add the node before its edges"
+            )
+
+    # -- cycles ---------------------------------------------------------------
+
+    def _identity_graph(self) -> dict[Location, list[Location]]:
+        """Successors along edges and along identity (non-advancing) summaries."""
+        succ: dict[Location, list[Location]] = {}
+        for node, outputs in enumerate(self.edges):
+            for output, targets in enumerate(outputs):
+                succ.setdefault(Location.new_source(node, output), []).extend(
+                    Location.from_target(t) for t in targets
+                )
+        for node, connectivity in enumerate(self.nodes):
+            for input_index, port_conn in enumerate(connectivity):
+                target = succ.setdefault(Location.new_target(node, input_index), [])
+                for output, antichain in port_conn.items():
+                    for summary in antichain:
+                        if is_identity_summary(summary):
+                            target.append(Location.new_source(node, output))
+        return succ
+
+    def find_cycle(self) -> list[Location] | None:
+        """Return the locations of a cycle along which time does not advance, if any."""
+        succ = self._identity_graph()
+        in_degree: dict[Location, int] = dict.fromkeys(succ, 0)
+        for targets in succ.values():
+            for loc in targets:
+                in_degree[loc] = in_degree.get(loc, 0) + 1
+        ready = [loc for loc, degree in in_degree.items() if degree == 0]
+        while ready:
+            loc = ready.pop()
+            del in_degree[loc]
+            for nxt in succ.get(loc, ()):
+                in_degree[nxt] -= 1
+                if in_degree[nxt] == 0:
+                    ready.append(nxt)
+        if not in_degree:
+            return None
+        # Every remaining location has a remaining predecessor: walk backwards.
+        pred: dict[Location, Location] = {}
+        for loc in in_degree:
+            for nxt in succ.get(loc, ()):
+                if nxt in in_degree:
+                    pred.setdefault(nxt, loc)
+        start = min(in_degree)
+        seen: dict[Location, int] = {}
+        walk: list[Location] = []
+        loc = start
+        while loc not in seen:
+            seen[loc] = len(walk)
+            walk.append(loc)
+            loc = pred[loc]
+        cycle = walk[seen[loc]:]
+        cycle.reverse()
+        return cycle
+
+    def is_acyclic(self) -> bool:
+        """Return whether every cycle in the graph strictly advances time."""
+        return self.find_cycle() is None
+
+    def build(self) -> tuple[Tracker, Connectivity]:
+        """Check the graph and return ``(tracker, scope_summary)``.
+
+        ``scope_summary[i]`` maps each scope output to the summaries of the
+        paths from scope input ``i`` (node 0's source ``i``) to it.
+
+        Raises :class:`~timelypy.errors.CycleError` naming the nodes of a
+        cycle along which timestamps would not advance.
+        """
+        for node, outputs in enumerate(self.edges):
+            for output, targets in enumerate(outputs):
+                for target in targets:
+                    self._check_source(Source(node, output))
+                    self._check_target(target)
+        cycle = self.find_cycle()
+        if cycle is not None:
+            nodes: list[int] = []
+            for loc in cycle:
+                if loc.node not in nodes:
+                    nodes.append(loc.node)
+            path = " -> ".join(
+                f"{'Target' if loc.is_target else 'Source'}({loc.node}, {loc.port.index})"
+                for loc in [*cycle, cycle[0]]
+            )
+            raise CycleError(
+                f"cycle without a timestamp increment through nodes {nodes}: {path}. "
+                "Every cycle must pass through a feedback edge whose summary advances time "
+                "(e.g. scope.feedback(1) or Product(0, 1) in an iterative scope)",
+                nodes,
+            )
+        if not self.shape:
+            raise PortError("a scope needs at least node 0 (the scope itself)")
+        tracker = Tracker(self)
+        return tracker, tracker.scope_summary
+
+
+class PortInformation:
+    """Progress state of one port: its own pointstamps and their implications."""
+
+    __slots__ = ("implications", "pointstamps")
+
+    def __init__(self) -> None:
+        self.pointstamps: MutableAntichain[Any] = MutableAntichain()
+        self.implications: MutableAntichain[Any] = MutableAntichain()
+
+    def is_global(self, time: Any) -> bool:
+        """Whether a pointstamp at ``time`` here is not implied by another one.
+
+        True when no implication is strictly less than ``time`` and at most one
+        pointstamp accounts for ``time`` itself; decrementing such a pointstamp
+        may advance a frontier.
+        """
+        return not self.implications.less_than(time) and self.implications.count_for(time) <= 1
+
+
+class PerOperator:
+    """Progress state of one node: per input and per output port information."""
+
+    __slots__ = ("cap_counts", "sources", "targets")
+
+    def __init__(self, inputs: int, outputs: int) -> None:
+        self.targets = [PortInformation() for _ in range(inputs)]
+        self.sources = [PortInformation() for _ in range(outputs)]
+        #: Number of elements in the pointstamp frontiers of this node's outputs.
+        self.cap_counts = 0
+
+
+def summarize_outputs(
+    nodes: Sequence[Connectivity], edges: Sequence[Sequence[Sequence[Target]]], identity: Any
+) -> dict[Location, PortConnectivity]:
+    """For every port that can reach a scope output, the summaries to each one.
+
+    Walks backwards from the scope outputs (node 0's targets), composing
+    operator summaries with :func:`~timelypy.order.followed_by` and keeping
+    only minimal summaries per ``(port, output)``.
+    """
+    reverse: dict[Location, list[Location]] = {}
+    for node, outputs in enumerate(edges):
+        for output, targets in enumerate(outputs):
+            for target in targets:
+                reverse.setdefault(Location.from_target(target), []).append(
+                    Location.new_source(node, output)
+                )
+    reverse_internal: dict[Location, list[tuple[int, Antichain[Any]]]] = {}
+    for node, connectivity in enumerate(nodes):
+        for input_index, port_conn in enumerate(connectivity):
+            for output, antichain in port_conn.items():
+                reverse_internal.setdefault(Location.new_source(node, output), []).append(
+                    (input_index, antichain)
+                )
+
+    results: dict[Location, PortConnectivity] = {}
+    worklist: deque[tuple[Location, int, Any]] = deque()
+    for outputs in edges:
+        for targets in outputs:
+            for target in targets:
+                if target.node == 0:
+                    worklist.append((Location.from_target(target), target.port, identity))
+
+    def record(location: Location, output: int, summary: Any) -> bool:
+        per_output = results.setdefault(location, {})
+        antichain = per_output.get(output)
+        if antichain is None:
+            antichain = per_output[output] = Antichain()
+        return antichain.insert(summary)
+
+    while worklist:
+        location, output, summary = worklist.popleft()
+        if location.is_source:
+            for input_index, antichain in reverse_internal.get(location, ()):
+                new_location = Location.new_target(location.node, input_index)
+                for op_summary in antichain:
+                    combined = followed_by(op_summary, summary)
+                    if combined is not None and record(new_location, output, combined):
+                        worklist.append((new_location, output, combined))
+        else:
+            for source in reverse.get(location, ()):
+                if record(source, output, summary):
+                    worklist.append((source, output, summary))
+    return results
+
+
+class Tracker:
+    """Maintains pointstamp counts and their implications at every location.
+
+    Build one with :meth:`Builder.build`.  Updates are buffered until
+    :meth:`propagate_all`; the changes it makes to implication frontiers are
+    available from :meth:`pushed`, and changes to what the scope's outputs
+    may still see from :meth:`pushed_output`.
+    """
+
+    def __init__(self, builder: Builder) -> None:
+        self.timestamp_type = builder.timestamp_type
+        shape = list(builder.shape)
+        self._shape = shape
+        self._per_operator = [PerOperator(i, o) for i, o in shape]
+        # node -> input -> [(output, summary)]
+        self._node_summaries: list[list[list[tuple[int, Any]]]] = [
+            [
+                [(output, s) for output, antichain in port_conn.items() for s in antichain]
+                for port_conn in connectivity
+            ]
+            for connectivity in builder.nodes
+        ]
+        # node -> output -> [(target node, target port)]
+        self._edges: list[list[list[tuple[int, int]]]] = [
+            [[(t.node, t.port) for t in targets] for targets in outputs]
+            for outputs in builder.edges
+        ]
+        identity = identity_summary(builder.timestamp_type)
+        output_summaries = summarize_outputs(builder.nodes, builder.edges, identity)
+        scope_inputs = shape[0][1]
+        scope_outputs = shape[0][0]
+        self.scope_summary: Connectivity = [{} for _ in range(scope_inputs)]
+        self._target_summaries: list[list[list[tuple[int, Any]]]] = [
+            [[] for _ in range(i)] for i, _ in shape
+        ]
+        self._source_summaries: list[list[list[tuple[int, Any]]]] = [
+            [[] for _ in range(o)] for _, o in shape
+        ]
+        for location, port_conn in output_summaries.items():
+            flat = [(output, s) for output, antichain in port_conn.items() for s in antichain]
+            index = location.port.index
+            if location.node == 0:
+                if location.is_source:
+                    self.scope_summary[index] = port_conn
+            elif location.is_target:
+                self._target_summaries[location.node][index] = flat
+            else:
+                self._source_summaries[location.node][index] = flat
+
+        self._target_changes: dict[tuple[int, int], dict[Any, int]] = {}
+        self._source_changes: dict[tuple[int, int], dict[Any, int]] = {}
+        self._worklist: list[tuple[Any, int, int, int, int]] = []
+        # (node, kind, port, time) -> diff
+        self._pushed: dict[tuple[int, int, int, Any], int] = {}
+        self._output_changes: list[dict[Any, int]] = [{} for _ in range(scope_outputs)]
+        self._total_counts = 0
+
+    # -- shape ------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> int:
+        """The number of nodes (including node 0, the scope)."""
+        return len(self._shape)
+
+    def shape(self, node: int) -> tuple[int, int]:
+        """Return ``(inputs, outputs)`` of ``node``."""
+        return self._shape[node]
+
+    def _port_error(self, kind: str, node: Any, port: Any) -> PortError:
+        if isinstance(node, int) and 0 <= node < len(self._shape):
+            ins, outs = self._shape[node]
+            have = f"node {node} has {ins} input(s) and {outs} output(s)"
+        else:
+            have = f"the scope has nodes 0..{len(self._shape) - 1}"
+        return PortError(f"{kind}({node}, {port}) does not exist: {have}")
+
+    # -- updates ----------------------------------------------------------------
+
+    def update_target(self, target: Target, time: Any, diff: int) -> None:
+        """Buffer a change of ``diff`` messages in flight to ``target`` at ``time``."""
+        node, port = target.node, target.port
+        shape = self._shape
+        if not (0 <= node < len(shape) and 0 <= port < shape[node][0]):
+            raise self._port_error("Target", node, port)
+        self._update_target(node, port, time, diff)
+
+    def update_source(self, source: Source, time: Any, diff: int) -> None:
+        """Buffer a change of ``diff`` capabilities at output ``source`` at ``time``."""
+        node, port = source.node, source.port
+        shape = self._shape
+        if not (0 <= node < len(shape) and 0 <= port < shape[node][1]):
+            raise self._port_error("Source", node, port)
+        self._update_source(node, port, time, diff)
+
+    def update(self, location: Location, time: Any, diff: int) -> None:
+        """Buffer a pointstamp change at either kind of location."""
+        if location.port.kind == _TARGET:
+            self.update_target(Target(location.node, location.port.index), time, diff)
+        else:
+            self.update_source(Source(location.node, location.port.index), time, diff)
+
+    def _update_target(self, node: int, port: int, time: Any, diff: int) -> None:
+        """Unchecked :meth:`update_target` for the runtime's hot path."""
+        changes = self._target_changes.get((node, port))
+        if changes is None:
+            self._target_changes[(node, port)] = {time: diff}
+        else:
+            changes[time] = changes.get(time, 0) + diff
+
+    def _update_source(self, node: int, port: int, time: Any, diff: int) -> None:
+        """Unchecked :meth:`update_source` for the runtime's hot path."""
+        changes = self._source_changes.get((node, port))
+        if changes is None:
+            self._source_changes[(node, port)] = {time: diff}
+        else:
+            changes[time] = changes.get(time, 0) + diff
+
+    def tracking_anything(self) -> bool:
+        """Whether any pointstamp is held or any update is still buffered."""
+        return bool(self._source_changes or self._target_changes or self._total_counts > 0)
+
+    # -- propagation ----------------------------------------------------------
+
+    def propagate_all(self) -> None:
+        """Apply buffered updates and propagate their consequences to every location."""
+        try:
+            self._propagate_all()
+        except TypeError as exc:
+            if isinstance(exc, TimestampError | SummaryError):
+                raise
+            raise TimestampError(
+                f"progress propagation failed comparing timestamps or applying a summary: "
+                f"{exc}; all timestamps and summaries in a scope must have one type "
+                f"(this scope's is {self.timestamp_type!r})"
+            ) from exc
+
+    def _propagate_all(self) -> None:
+        heappush = heapq.heappush
+        heappop = heapq.heappop
+        worklist = self._worklist
+        per_operator = self._per_operator
+        output_changes = self._output_changes
+
+        if self._target_changes:
+            batch = self._target_changes
+            self._target_changes = {}
+            for (node, port), updates in batch.items():
+                changes = per_operator[node].targets[port].pointstamps.update_iter(
+                    updates.items()
+                )
+                if changes:
+                    summaries = self._target_summaries[node][port]
+                    for time, diff in changes:
+                        self._total_counts += diff
+                        for output, summary in summaries:
+                            out = _apply(summary, time)
+                            if out is not None:
+                                oc = output_changes[output]
+                                oc[out] = oc.get(out, 0) + diff
+                        heappush(worklist, (time, node, 0, port, diff))
+
+        if self._source_changes:
+            batch = self._source_changes
+            self._source_changes = {}
+            for (node, port), updates in batch.items():
+                operator = per_operator[node]
+                changes = operator.sources[port].pointstamps.update_iter(updates.items())
+                if changes:
+                    summaries = self._source_summaries[node][port]
+                    for time, diff in changes:
+                        self._total_counts += diff
+                        operator.cap_counts += diff
+                        for output, summary in summaries:
+                            out = _apply(summary, time)
+                            if out is not None:
+                                oc = output_changes[output]
+                                oc[out] = oc.get(out, 0) + diff
+                        heappush(worklist, (time, node, 1, port, diff))
+
+        if not worklist:
+            return
+        pushed = self._pushed
+        node_summaries = self._node_summaries
+        edges = self._edges
+        while worklist:
+            time, node, kind, port, diff = heappop(worklist)
+            while worklist:
+                head = worklist[0]
+                if head[1] == node and head[2] == kind and head[3] == port and head[0] == time:
+                    diff += heappop(worklist)[4]
+                else:
+                    break
+            if not diff:
+                continue
+            if kind == 0:
+                changes = per_operator[node].targets[port].implications.update(time, diff)
+                for t, d in changes:
+                    for output, summary in node_summaries[node][port]:
+                        out = _apply(summary, t)
+                        if out is not None:
+                            heappush(worklist, (out, node, 1, output, d))
+                    key = (node, 0, port, t)
+                    pushed[key] = pushed.get(key, 0) + d
+            else:
+                changes = per_operator[node].sources[port].implications.update(time, diff)
+                for t, d in changes:
+                    for target_node, target_port in edges[node][port]:
+                        heappush(worklist, (t, target_node, 0, target_port, d))
+                    key = (node, 1, port, t)
+                    pushed[key] = pushed.get(key, 0) + d
+
+    # -- results ----------------------------------------------------------------
+
+    def pushed(self) -> ChangeBatch[tuple[Location, Any]]:
+        """Return and clear the implication changes since the last call.
+
+        Keys are ``(Location, time)``; a positive diff means ``time`` joined
+        that location's implications frontier, a negative one that it left.
+        """
+        result: ChangeBatch[tuple[Location, Any]] = ChangeBatch()
+        for (node, kind, port, time), diff in self._drain_pushed():
+            result.update((Location(node, Port(PortKind(kind), port)), time), diff)
+        return result
+
+    def _drain_pushed(self) -> list[tuple[tuple[int, int, int, Any], int]]:
+        pushed = self._pushed
+        if not pushed:
+            return []
+        self._pushed = {}
+        return [(k, d) for k, d in pushed.items() if d]
+
+    def pushed_output(self) -> list[ChangeBatch[Any]]:
+        """Return and clear, per scope output, changes to the times it may still see."""
+        result = []
+        for index, changes in enumerate(self._output_changes):
+            result.append(ChangeBatch((t, d) for t, d in changes.items() if d))
+            self._output_changes[index] = {}
+        return result
+
+    def _drain_output(self, output: int) -> list[tuple[Any, int]]:
+        changes = self._output_changes[output]
+        if not changes:
+            return []
+        self._output_changes[output] = {}
+        return [(t, d) for t, d in changes.items() if d]
+
+    def node_state(self, node: int) -> PerOperator:
+        """Return the progress state of ``node``'s ports."""
+        return self._per_operator[node]
+
+    def target_implications(self, target: Target) -> MutableAntichain[Any]:
+        """Return the live implications (the input frontier) of ``target``."""
+        try:
+            return self._per_operator[target.node].targets[target.port].implications
+        except IndexError:
+            raise self._port_error("Target", target.node, target.port) from None
+
+    def source_implications(self, source: Source) -> MutableAntichain[Any]:
+        """Return the live implications of output ``source``."""
+        try:
+            return self._per_operator[source.node].sources[source.port].implications
+        except IndexError:
+            raise self._port_error("Source", source.node, source.port) from None
+
+    def is_global(self, location: Location, time: Any) -> bool:
+        """Whether the pointstamp ``(location, time)`` is implied by no other pointstamp."""
+        state = self._per_operator[location.node]
+        ports = state.targets if location.port.kind == _TARGET else state.sources
+        return ports[location.port.index].is_global(time)
+
