@@ -1,0 +1,137 @@
+"""Sanity checks for the benchmark peers: the corpus, the harness, and the peers' results.
+
+Fast (a few seconds): the full corpus is generated in memory once (about 1 s)
+and compared with the documented md5s; the peers run on small inputs. Spark is
+never started here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from datetime import timedelta
+
+import pytest
+
+from benchmarks import _data
+from benchmarks._harness import format_table, measure, measure_interleaved
+from benchmarks.peers import bytewax_peer, plain
+
+
+def md5_of(lines: list[str]) -> str:
+    return hashlib.md5("".join(line + "\n" for line in lines).encode("ascii")).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[list[str]]:
+    return _data.generate_parts()
+
+
+def test_generator_reproduces_the_documented_md5s(corpus):
+    assert [len(part) for part in corpus] == [100_000, 100_000]
+    assert {f"part-{i}.txt": md5_of(part) for i, part in enumerate(corpus)} == _data.EXPECTED_MD5
+
+
+def test_smaller_corpus_is_a_prefix_of_the_full_one(corpus):
+    (small,) = _data.generate_parts(lines=1_000, parts=1)
+    assert small == corpus[0][:1_000]
+
+
+def test_words_dir_generates_verifies_and_trusts_its_marker(tmp_path, monkeypatch):
+    directory = _data.words_dir(tmp_path)
+    assert directory == tmp_path
+    assert {p.name: _data.file_md5(p) for p in _data.part_paths(tmp_path)} == _data.EXPECTED_MD5
+    lines, words = _data.load_lines(tmp_path), _data.load_words(tmp_path)
+    assert len(lines) == 200_000 and len(words) == 2_000_000
+    assert words[:10] == lines[0].split()
+
+    def no_hashing(path):
+        raise AssertionError(f"{path} was hashed again although the marker vouches for it")
+
+    with monkeypatch.context() as m:
+        m.setattr(_data, "file_md5", no_hashing)
+        assert _data.words_dir(tmp_path) == tmp_path
+
+    (tmp_path / "part-1.txt").write_text("tampered\n")
+    _data.words_dir(tmp_path)
+    assert _data.file_md5(tmp_path / "part-1.txt") == _data.EXPECTED_MD5["part-1.txt"]
+
+
+def test_measure_interleaved_runs_round_robin_and_keeps_results():
+    calls = []
+    stats = measure_interleaved(
+        {"a": lambda: calls.append("a") or 1, "b": lambda: calls.append("b") or 2},
+        repeat=2,
+        warmup=1,
+    )
+    assert calls == ["a", "b"] * 3
+    assert {name: (len(s.times), s.result) for name, s in stats.items()} == {
+        "a": (2, 1),
+        "b": (2, 2),
+    }
+    assert measure(lambda: 7, repeat=3, warmup=0).result == 7
+    with pytest.raises(ValueError, match="repeat >= 1"):
+        measure(lambda: None, repeat=0)
+
+
+def test_format_table_aligns_and_renders_markdown():
+    rows = [("map", "1.5 s"), ("wordcount", "12 s")]
+    assert format_table(rows, ["workload", "median"]).splitlines() == [
+        "workload   median",
+        "---------  ------",
+        "map         1.5 s",
+        "wordcount    12 s",
+    ]
+    assert format_table(rows, ["workload", "median"], markdown=True).splitlines()[1] == "|---|--:|"
+
+
+def triple(x):
+    return x * 3
+
+
+def is_even(y):
+    return y % 2 == 0
+
+
+def test_plain_peers():
+    assert plain.map_filter(range(10), triple, is_even) == [0, 6, 12, 18, 24]
+    assert plain.wordcount(["a b", " b  c b "]) == {"a": 1, "b": 3, "c": 1}
+    assert plain.epoch_round_trip(4) == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 1_000])
+def test_bytewax_agrees_with_plain(corpus, batch_size):
+    pytest.importorskip("bytewax")
+    ints = list(range(2_000))
+    assert bytewax_peer.map_filter(ints, triple, is_even, batch_size=batch_size) == (
+        plain.map_filter(ints, triple, is_even)
+    )
+    lines = corpus[0][:300]
+    assert bytewax_peer.wordcount(lines, batch_size=batch_size) == plain.wordcount(lines)
+
+
+def test_bytewax_round_trip_puts_one_record_in_each_epoch():
+    pytest.importorskip("bytewax")
+    import bytewax.operators as op
+    from bytewax.dataflow import Dataflow
+    from bytewax.testing import TestingSink, run_main
+
+    assert bytewax_peer.epoch_round_trip(50) == plain.epoch_round_trip(50)
+
+    # The same flow as epoch_round_trip, observed: each record has an epoch of its own.
+    seen = []
+    flow = Dataflow("epochs")
+    s = op.input("inp", flow, bytewax_peer.list_source(range(20), batch_size=1))
+    s = op.map("map", s, plain.add_one)
+    op.inspect_debug("seen", s, lambda _step, x, epoch, _worker: seen.append((x, epoch)))
+    op.output("out", s, TestingSink([]))
+    run_main(flow, epoch_interval=timedelta(0))
+    epochs = [epoch for _, epoch in seen]
+    assert [x for x, _ in seen] == list(range(1, 21))
+    assert len(set(epochs)) == 20 and epochs == sorted(epochs)
+
+
+def test_missing_bytewax_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "bytewax.dataflow", None)
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[bench\]'"):
+        bytewax_peer.map_filter([1], triple, is_even)
