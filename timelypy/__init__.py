@@ -3,12 +3,102 @@
 The package is layered (see ``docs/``):
 
 * :mod:`timelypy.order` -- timestamps and path summaries;
-* :mod:`timelypy.progress` -- antichains, change batches, reachability;
-* higher layers (runtime, cluster, Spark backend) build on those.
+* :mod:`timelypy.progress` -- antichains, change batches, reachability, scopes' progress;
+* :mod:`timelypy.communication` -- allocators and configuration;
+* :mod:`timelypy.dataflow` -- scopes, streams, operators, capabilities;
+* :mod:`timelypy.worker` and :mod:`timelypy.execute` -- running it.
+
+>>> import timelypy
+>>> timelypy.example(lambda scope: scope.to_stream(range(3)).map(lambda x: x + 1)
+...                  .capture()).extract()
+[(0, [1, 2, 3])]
 """
 
+from timelypy.communication.config import Config
+from timelypy.dataflow import (
+    Capability,
+    CapabilitySet,
+    CaptureQueue,
+    EagerNotificator,
+    Exchange,
+    Frontier,
+    FrontierInterest,
+    FrontierNotificator,
+    InputCapability,
+    InputHandle,
+    Messages,
+    Notificator,
+    OperatorBuilder,
+    Pipeline,
+    ProbeHandle,
+    Progress,
+    Scope,
+    Stream,
+    concatenate,
+    extract,
+    replay_into,
+    source,
+)
+from timelypy.errors import (
+    CapabilityError,
+    ClusterError,
+    ConfigError,
+    CycleError,
+    InputError,
+    PortError,
+    SerializationError,
+    SummaryError,
+    TimelyError,
+    TimestampError,
+    WorkerAborted,
+)
+from timelypy.execute import example, execute, execute_from_args
+from timelypy.hashing import stable_hash
 from timelypy.order import Product, ProductType
+from timelypy.worker import Worker
 
-__all__ = ["Product", "ProductType"]
+__all__ = [
+    "execute",
+    "execute_from_args",
+    "example",
+    "Config",
+    "Worker",
+    "Scope",
+    "Stream",
+    "Pipeline",
+    "Exchange",
+    "OperatorBuilder",
+    "Capability",
+    "InputCapability",
+    "CapabilitySet",
+    "Notificator",
+    "FrontierNotificator",
+    "EagerNotificator",
+    "Frontier",
+    "FrontierInterest",
+    "InputHandle",
+    "ProbeHandle",
+    "CaptureQueue",
+    "Messages",
+    "Progress",
+    "extract",
+    "replay_into",
+    "concatenate",
+    "source",
+    "stable_hash",
+    "Product",
+    "ProductType",
+    "TimelyError",
+    "TimestampError",
+    "SummaryError",
+    "PortError",
+    "CycleError",
+    "CapabilityError",
+    "InputError",
+    "ConfigError",
+    "SerializationError",
+    "ClusterError",
+    "WorkerAborted",
+]
 
 __version__ = "0.1.0"

@@ -332,3 +332,18 @@ def test_tracker_matches_closure(kind, data):
             want = set(without_node0.get(Location.new_target(0, o), Antichain()).elements())
             assert set(outputs[o].frontier()) == want
         assert tracker.tracking_anything() == any(c > 0 for c in counts.values())
+
+
+def test_retraction_on_a_cycle_terminates_and_clears():
+    # A pointstamp on a cycle implies itself one time later on every lap; its
+    # retraction must clear every implication (and terminate).
+    tracker, _ = three_cycle().build()
+    for time in (17, 40, 3):
+        tracker.update_source(Source(0, 0), time, 1)
+        tracker.propagate_all()
+        tracker.update_source(Source(0, 0), time, -1)
+        tracker.propagate_all()
+        for node in range(3):
+            assert tracker.target_implications(Target(node, 0)).is_empty()
+            assert tracker.source_implications(Source(node, 0)).is_empty()
+    assert not tracker.tracking_anything()

@@ -25,7 +25,11 @@ applied by :meth:`Tracker.propagate_all`:
    at a target through the node's connectivity to its sources, at a source
    along the edges to targets, each step filtered through that location's
    ``implications`` MutableAntichain.  Equal ``(time, location)`` entries are
-   summed first, so changes that cancel never travel.
+   summed first, so changes that cancel never travel.  The order by *time*
+   first matters: when a pointstamp on a cycle is retracted, the cycle's own
+   implications would otherwise keep supporting one another, one time later
+   on every lap; processed in time order, the retraction and the phantom
+   meet at the same ``(time, location)`` and cancel within one lap.
 
 Every change to an implications frontier is recorded in :meth:`Tracker.pushed`,
 which is how operators learn their new input frontiers.  The cost is

@@ -1,0 +1,255 @@
+"""Worker configuration and Timely's command-line arguments.
+
+A computation runs ``workers`` worker threads in each of ``processes``
+processes; worker indices are ``process * workers + thread``.  The arguments
+are Timely's:
+
+``-w N`` / ``--workers N`` (also ``--threads``)
+    worker threads per process (default 1);
+``-n N`` / ``--processes N``
+    number of processes (default 1);
+``-p I`` / ``--process I``
+    this process's index, ``0 <= I < N`` (default 0);
+``-h FILE`` / ``--hostfile FILE``
+    ``host:port`` lines, one per process; the first ``N`` are used.
+    Without it, process ``i`` listens on ``localhost:2101+i``.
+
+``--serializer msgpack|pickle`` chooses how records travel between
+processes (``pickle`` must be chosen explicitly: it can carry any Python
+object, but unpickling runs code, so it is only used on authenticated
+connections).  ``--progress-mode eager|demand`` is Timely's progress mode.
+
+Since ``-h`` means host file, help is ``--help``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+from timelypy.errors import ConfigError
+
+__all__ = ["Config", "parse_hostfile", "parse_address", "DEFAULT_BASE_PORT"]
+
+#: Without a host file, process ``i`` listens on ``localhost:DEFAULT_BASE_PORT + i``.
+DEFAULT_BASE_PORT = 2101
+
+_SERIALIZERS = ("msgpack", "pickle")
+_PROGRESS_MODES = ("eager", "demand")
+
+USAGE = """\
+usage: PROGRAM [-w WORKERS] [-n PROCESSES] [-p PROCESS] [-h HOSTFILE]
+               [--serializer msgpack|pickle] [--progress-mode eager|demand] [ARGS...]
+
+  -w, --workers N       worker threads per process (default 1)
+  -n, --processes N     number of processes (default 1)
+  -p, --process I       index of this process, 0 <= I < N (default 0)
+  -h, --hostfile FILE   host:port lines, one per process (default localhost:2101+i)
+  --serializer NAME     how records travel between processes (default msgpack)
+  --progress-mode MODE  eager (default) or demand
+  --help                show this message"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """How many workers, where, and how they talk.
+
+    >>> Config.process(4).peers
+    4
+    >>> Config.from_args(["prog", "-w", "2", "data.txt"])
+    (Config(workers=2, processes=1, process_index=0, addresses=None, serializer='msgpack', \
+progress_mode='eager'), ['data.txt'])
+    """
+
+    workers: int = 1
+    processes: int = 1
+    process_index: int = 0
+    addresses: tuple[str, ...] | None = None
+    serializer: str = "msgpack"
+    progress_mode: str = "eager"
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "processes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(self.process_index, int) or not 0 <= self.process_index < self.processes:
+            raise ConfigError(
+                f"process index {self.process_index!r} is out of range: with {self.processes} "
+                f"process(es) it must be in 0..{self.processes - 1}"
+            )
+        if self.serializer not in _SERIALIZERS:
+            raise ConfigError(
+                f"unknown serializer {self.serializer!r}: choose one of {', '.join(_SERIALIZERS)}"
+            )
+        if self.progress_mode not in _PROGRESS_MODES:
+            raise ConfigError(
+                f"unknown progress mode {self.progress_mode!r}: choose eager or demand"
+            )
+        if self.addresses is not None:
+            if len(self.addresses) < self.processes:
+                raise ConfigError(
+                    f"{self.processes} processes need {self.processes} addresses, "
+                    f"but only {len(self.addresses)} were given"
+                )
+            object.__setattr__(self, "addresses", tuple(self.addresses[: self.processes]))
+            for address in self.addresses:
+                parse_address(address)
+
+    @property
+    def peers(self) -> int:
+        """The total number of workers."""
+        return self.workers * self.processes
+
+    @classmethod
+    def thread(cls) -> Config:
+        """One worker, in the calling thread."""
+        return cls()
+
+    @classmethod
+    def process(cls, workers: int) -> Config:  # type: ignore[override]
+        """``workers`` worker threads in this process."""
+        return cls(workers=workers)
+
+    @classmethod
+    def cluster(
+        cls,
+        workers: int,
+        processes: int,
+        process: int,
+        addresses: Sequence[str] | None = None,
+        **options: str,
+    ) -> Config:
+        """``processes`` processes of ``workers`` threads; this is process ``process``."""
+        return cls(
+            workers=workers,
+            processes=processes,
+            process_index=process,
+            addresses=tuple(addresses) if addresses is not None else None,
+            **options,  # type: ignore[arg-type]
+        )
+
+    def resolved_addresses(self) -> tuple[str, ...]:
+        """The ``host:port`` of every process (the default is ``localhost:2101+i``)."""
+        if self.addresses is not None:
+            return self.addresses
+        return tuple(f"localhost:{DEFAULT_BASE_PORT + i}" for i in range(self.processes))
+
+    @classmethod
+    def from_args(cls, argv: Sequence[str], *, strict: bool = True) -> tuple[Config, list[str]]:
+        """Parse Timely's arguments from ``argv`` (``argv[0]`` is the program).
+
+        Returns the configuration and the remaining (free) arguments.  With
+        ``strict``, an unknown option (``-x`` before any ``--``) is an error,
+        as in Timely; otherwise it is left in the remaining arguments.
+        """
+        args = list(argv[1:])
+        values: dict[str, str] = {}
+        rest: list[str] = []
+        hostfile: str | None = None
+        options = {
+            "-w": "workers", "--workers": "workers", "--threads": "workers",
+            "-n": "processes", "--processes": "processes",
+            "-p": "process_index", "--process": "process_index",
+            "-h": "hostfile", "--hostfile": "hostfile",
+            "--serializer": "serializer",
+            "--progress-mode": "progress_mode",
+        }
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":
+                rest.extend(args[i + 1:])
+                break
+            if arg == "--help":
+                raise ConfigError(USAGE)
+            name, value = arg, None
+            if arg.startswith("--") and "=" in arg:
+                name, value = arg.split("=", 1)
+            elif arg[:2] in ("-w", "-n", "-p", "-h") and len(arg) > 2 and not arg.startswith("--"):
+                name, value = arg[:2], arg[2:]
+            key = options.get(name)
+            if key is None:
+                if strict and arg.startswith("-") and len(arg) > 1 and not _is_number(arg):
+                    raise ConfigError(f"unknown option {arg!r}\n{USAGE}")
+                rest.append(arg)
+                i += 1
+                continue
+            if value is None:
+                if i + 1 >= len(args):
+                    raise ConfigError(f"option {name} needs a value\n{USAGE}")
+                value = args[i + 1]
+                i += 2
+            else:
+                i += 1
+            if key == "hostfile":
+                hostfile = value
+            else:
+                values[key] = value
+        kwargs: dict[str, object] = {}
+        for key in ("workers", "processes", "process_index"):
+            if key in values:
+                try:
+                    kwargs[key] = int(values[key])
+                except ValueError:
+                    flag = {"workers": "-w", "processes": "-n", "process_index": "-p"}[key]
+                    raise ConfigError(
+                        f"{flag} needs an integer, got {values[key]!r}"
+                    ) from None
+        for key in ("serializer", "progress_mode"):
+            if key in values:
+                kwargs[key] = values[key]
+        processes = int(kwargs.get("processes", 1))  # type: ignore[arg-type]
+        if hostfile is not None:
+            kwargs["addresses"] = parse_hostfile(hostfile, processes)
+        return cls(**kwargs), rest  # type: ignore[arg-type]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """Split ``host:port`` (or ``[v6]:port``), validating the port."""
+    text = address.strip()
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"address {address!r} is not of the form host:port")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        number = int(port)
+    except ValueError:
+        raise ConfigError(f"address {address!r}: port {port!r} is not a number") from None
+    if not 0 < number < 65536:
+        raise ConfigError(f"address {address!r}: port {number} is out of range 1..65535")
+    return host, number
+
+
+def parse_hostfile(path: str | Path, processes: int) -> tuple[str, ...]:
+    """Read ``host:port`` lines without blanks or ``#`` comments; keep the first ``processes``."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read host file {str(path)!r}: {exc.strerror or exc}") from None
+    addresses = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        entry = line.split("#", 1)[0].strip()
+        if not entry:
+            continue
+        try:
+            parse_address(entry)
+        except ConfigError as exc:
+            raise ConfigError(f"host file {str(path)!r}, line {number}: {exc}") from None
+        addresses.append(entry)
+    if len(addresses) < processes:
+        raise ConfigError(
+            f"host file {str(path)!r} lists {len(addresses)} address(es), but -n asks for "
+            f"{processes} processes"
+        )
+    return tuple(addresses[:processes])

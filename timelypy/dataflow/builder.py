@@ -1,0 +1,215 @@
+"""``OperatorBuilder``: operators with any number of inputs and outputs.
+
+This is Timely's ``builder_rc`` and the single way operators are made: the
+generic operators (``unary``, ``binary``, ``source``, ``sink``, ...) and every
+built-in are written with it, exactly as a user's operator would be.
+
+1. ``builder = OperatorBuilder("Name", scope)``;
+2. ``input = builder.new_input(stream, pact)`` for each input,
+   ``output, stream = builder.new_output()`` for each output; optional
+   ``connection`` arguments give path summaries other than "every input
+   reaches every output without changing the time";
+3. ``builder.build(constructor)``: ``constructor(capabilities)`` receives one
+   capability per output (borrowed: released when it returns, unless
+   retained) and returns ``logic(frontiers)``, called at every activation
+   with the input frontiers.
+
+>>> import timelypy
+>>> from timelypy.dataflow import OperatorBuilder, Pipeline
+>>> def build(scope):
+...     numbers = scope.to_stream(range(5))
+...     builder = OperatorBuilder("Double", scope)
+...     inp = builder.new_input(numbers, Pipeline())
+...     out, doubled = builder.new_output()
+...     def constructor(caps):
+...         def logic(frontiers):
+...             for cap, data in inp:
+...                 out.session(cap).give_batch([2 * x for x in data])
+...         return logic
+...     builder.build(constructor)
+...     return doubled.capture()
+>>> timelypy.example(build).extract()
+[(0, [0, 2, 4, 6, 8])]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from timelypy.dataflow.channels import Pact, Pipeline, Tee
+from timelypy.dataflow.operator import (
+    Frontier,
+    LeafOperator,
+    OperatorInfo,
+    OperatorInput,
+    OperatorOutput,
+)
+from timelypy.errors import PortError
+from timelypy.order import identity_summary
+from timelypy.progress.frontier import Antichain
+from timelypy.progress.operate import FrontierInterest
+from timelypy.progress.reachability import normalize_connectivity
+
+if TYPE_CHECKING:
+    from timelypy.dataflow.capability import Capability
+    from timelypy.dataflow.scope import Scope
+    from timelypy.dataflow.stream import Stream
+
+__all__ = ["OperatorBuilder"]
+
+Logic = Callable[[list[Frontier]], Any]
+
+
+class OperatorBuilder:
+    """Builds one operator in ``scope``; see the module documentation."""
+
+    def __init__(self, name: str, scope: Scope) -> None:
+        self.scope = scope
+        worker = scope.worker
+        self.index = scope.subgraph.allocate_child_index()
+        self.global_id = worker.new_identifier()
+        self.address = (*scope.subgraph.path, self.index)
+        self._op = LeafOperator(name, worker.index, worker.peers, scope.minimum)
+        self._identity = identity_summary(scope.timestamp_type)
+        # per input: output -> list of summaries
+        self._connection: list[dict[int, list[Any]]] = []
+        self._built = False
+        self._channels: list[int] = []
+        worker._log_operates(self.global_id, self.address, name)
+
+    @property
+    def name(self) -> str:
+        """The operator's name."""
+        return self._op.name
+
+    @property
+    def info(self) -> OperatorInfo:
+        """Facts about the operator (address, worker, activator)."""
+        return OperatorInfo(self._op, self.address, self.global_id)
+
+    def shape(self) -> tuple[int, int]:
+        """``(inputs, outputs)`` so far."""
+        return self._op.inputs, self._op.outputs
+
+    def new_input(
+        self,
+        stream: Stream,
+        pact: Pact | None = None,
+        connection: Mapping[int, Any] | None = None,
+        interest: FrontierInterest = FrontierInterest.ALWAYS,
+    ) -> OperatorInput:
+        """Add an input reading ``stream`` through ``pact`` (default :class:`Pipeline`).
+
+        ``connection`` maps output index to the path summaries from this
+        input to it; by default the input reaches every existing output
+        without changing the time.
+        """
+        self._check_open()
+        if stream.scope is not self.scope:
+            raise PortError(
+                f"operator {self.name!r}: the stream {stream!r} belongs to scope "
+                f"{stream.scope.name!r}, not {self.scope.name!r}; use enter()/leave() "
+                "to move streams between scopes"
+            )
+        pact = Pipeline() if pact is None else pact
+        if not isinstance(pact, Pact):
+            raise TypeError(f"operator {self.name!r}: {pact!r} is not a pact (Pipeline, Exchange)")
+        op = self._op
+        push, queue, channel = pact.connect(self.scope, op, op.inputs)
+        handle = op.add_input(queue, interest)
+        if channel is not None:
+            self._channels.append(channel)
+        stream._connect((self.index, handle._index), push)
+        if connection is None:
+            summaries = {o: [self._identity] for o in range(op.outputs)}
+        else:
+            summaries = {int(o): _as_list(s) for o, s in connection.items()}
+        self._connection.append(summaries)
+        return handle
+
+    def new_output(
+        self, connection: Mapping[int, Any] | None = None
+    ) -> tuple[OperatorOutput, Stream]:
+        """Add an output; return its handle and the stream it produces.
+
+        ``connection`` maps input index to the path summaries from it to
+        this output; by default every existing input reaches it unchanged.
+        """
+        from timelypy.dataflow.stream import Stream
+
+        self._check_open()
+        op = self._op
+        tee = Tee()
+        handle = op.add_output(_late_push(tee))
+        output = handle._index
+        if connection is None:
+            for summaries in self._connection:
+                summaries[output] = [self._identity]
+        else:
+            for i, summaries in enumerate(self._connection):
+                if i in connection:
+                    summaries[output] = _as_list(connection[i])
+        return handle, Stream(self.scope, (self.index, output), tee)
+
+    def set_notify_for(self, input_index: int, interest: FrontierInterest) -> None:
+        """Choose when frontier changes on ``input_index`` schedule the operator."""
+        self._op.notify[input_index] = interest
+
+    def build(
+        self, constructor: Callable[[list[Capability]], Callable[[list[Frontier]], Any]]
+    ) -> None:
+        """Finish the operator: ``constructor(caps)`` returns ``logic(frontiers)``."""
+        self._build(constructor, reschedule=False)
+
+    def build_reschedule(
+        self, constructor: Callable[[list[Capability]], Callable[[list[Frontier]], bool]]
+    ) -> None:
+        """Like :meth:`build`, but ``logic`` returns whether to run again in the next step."""
+        self._build(constructor, reschedule=True)
+
+    def _build(self, constructor: Callable[[list[Capability]], Logic], reschedule: bool) -> None:
+        self._check_open()
+        op = self._op
+        connectivity = normalize_connectivity(
+            self._connection, op.inputs, op.outputs, self.index, self.scope.timestamp_type
+        )
+        op.finish_shape(connectivity)
+        op.reschedule = reschedule
+        self.scope.subgraph.add_child(op, self.index)
+        for channel in self._channels:
+            self.scope.worker._register_channel(channel, op)
+        logic = op.run_constructor(constructor)
+        if not callable(logic):
+            raise TypeError(
+                f"operator {self.name!r}: the constructor must return the operator's logic "
+                f"(a function of the input frontiers), not {logic!r}"
+            )
+        op.logic = logic
+        self._built = True
+
+    def _check_open(self) -> None:
+        if self._built:
+            raise RuntimeError(f"operator {self.name!r} is already built")
+
+    def __repr__(self) -> str:
+        return f"OperatorBuilder({self.name!r}, address={self.address})"
+
+
+def _as_list(summaries: Any) -> list[Any]:
+    if isinstance(summaries, Antichain):
+        return list(summaries)
+    if summaries is None:
+        return []
+    if isinstance(summaries, Iterable) and not isinstance(summaries, tuple):
+        return list(summaries)
+    return [summaries]
+
+
+def _late_push(tee: Tee) -> Callable[[Any, list[Any]], None]:
+    """Push through ``tee`` as it is when called (readers are added after the output)."""
+
+    def push(time: Any, records: list[Any]) -> None:
+        tee.push(time, records)
+
+    return push

@@ -1,0 +1,363 @@
+"""Capabilities: the right to send data at a time.
+
+An operator may send a record at time ``t`` on an output only while it
+holds a *capability* for that output at a time ``<= t``.  Progress tracking
+counts capabilities: a time stays incomplete downstream while any
+capability that could produce it is held.  So capabilities must be released
+promptly, and never used after release.
+
+Rust releases a capability when it is dropped.  Python has no destructors
+to rely on, so timelypy uses an explicit protocol:
+
+* A capability minted while an operator's constructor or activation runs is
+  **borrowed**: it is released automatically when that constructor or
+  activation returns -- unless you call :meth:`Capability.retain`, which
+  makes it **owned**.  This makes the common patterns safe: a temporary
+  ``output.session(cap.delayed(t))`` cannot leak, and a constructor that
+  ignores its initial capability releases it, as in Rust.
+* An owned capability lives until you call :meth:`Capability.drop` (or hand
+  it to something that takes ownership: ``notificator.notify_at(cap)``,
+  ``CapabilitySet.insert(cap)``).  :meth:`Capability.downgrade` moves it to a
+  later time in place.
+* An :class:`InputCapability` (paired with each input message) is valid
+  only during the activation that received it.  ``retain()`` turns it into
+  an owned :class:`Capability`; ``delayed(t)`` into a borrowed one at a
+  later time.
+
+Any misuse -- using a released capability, delaying to an earlier time,
+minting for an output the input cannot reach -- raises
+:class:`~timelypy.errors.CapabilityError` naming the operator, worker and
+times, before any count changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from timelypy.errors import CapabilityError, TimestampError
+from timelypy.order import less_equal, results_in
+
+if TYPE_CHECKING:
+    from timelypy.dataflow.operator import LeafOperator
+
+__all__ = ["Capability", "InputCapability", "CapabilitySet"]
+
+_BORROWED, _OWNED, _RELEASED = 0, 1, 2
+
+
+def _where(op: LeafOperator) -> str:
+    return f"operator {op.name!r} (worker {op.worker_index})"
+
+
+class Capability:
+    """The right to send on one output at :attr:`time` and later times.
+
+    >>> # inside an operator: cap.delayed(5) mints a capability at 5,
+    >>> # cap.downgrade(6) moves one, cap.retain() keeps one past the activation,
+    >>> # cap.drop() releases one.
+    """
+
+    __slots__ = ("_op", "_output", "_state", "_time")
+
+    def __init__(self, op: LeafOperator, output: int, time: Any, state: int) -> None:
+        self._op = op
+        self._output = output
+        self._time = time
+        self._state = state
+
+    @classmethod
+    def _mint(cls, op: LeafOperator, output: int, time: Any) -> Capability:
+        """Create a capability, counting it; borrowed if an activation is running."""
+        internal = op.internals[output]
+        internal[time] = internal.get(time, 0) + 1
+        borrowed = op._borrowed
+        if borrowed is None:
+            cap = cls(op, output, time, _OWNED)
+            op._changed_outside()
+        else:
+            cap = cls(op, output, time, _BORROWED)
+            borrowed.append(cap)
+        return cap
+
+    @property
+    def time(self) -> Any:
+        """The time this capability allows sending at."""
+        return self._time
+
+    @property
+    def output(self) -> int:
+        """The index of the output this capability is for."""
+        return self._output
+
+    @property
+    def is_valid(self) -> bool:
+        """Whether the capability has not been released."""
+        return self._state != _RELEASED
+
+    @property
+    def is_retained(self) -> bool:
+        """Whether the capability is owned (survives the current activation)."""
+        return self._state == _OWNED
+
+    def _check(self, action: str) -> None:
+        if self._state == _RELEASED:
+            raise CapabilityError(
+                f"{_where(self._op)}: cannot {action} a capability at time {self._time!r} "
+                "that was already released (borrowed capabilities are released at the end "
+                "of the activation that made them; call retain() to keep one)"
+            )
+
+    def _check_time(self, new_time: Any, action: str) -> None:
+        try:
+            ok = less_equal(self._time, new_time)
+        except TypeError as exc:
+            raise CapabilityError(
+                f"{_where(self._op)}: cannot {action} the capability at {self._time!r} "
+                f"to {new_time!r}: {exc}"
+            ) from exc
+        if not ok:
+            raise CapabilityError(
+                f"{_where(self._op)}: attempted to {action} the capability at "
+                f"{self._time!r} to {new_time!r}, which is not beyond the capability's time"
+            )
+        if type(new_time) is int and new_time < 0:
+            raise TimestampError(f"{_where(self._op)}: time {new_time} is negative")
+
+    def delayed(self, new_time: Any) -> Capability:
+        """Mint a new capability at ``new_time``, which must be ``>=`` :attr:`time`.
+
+        The new capability is borrowed if an activation is running.
+        """
+        self._check("delay")
+        self._check_time(new_time, "delay")
+        return Capability._mint(self._op, self._output, new_time)
+
+    def try_delayed(self, new_time: Any) -> Capability | None:
+        """Like :meth:`delayed`, but return ``None`` instead of raising."""
+        if self._state == _RELEASED:
+            return None
+        try:
+            ok = less_equal(self._time, new_time)
+        except TypeError:
+            return None
+        return Capability._mint(self._op, self._output, new_time) if ok else None
+
+    def downgrade(self, new_time: Any) -> None:
+        """Move this capability to ``new_time`` (``>=`` :attr:`time`) in place."""
+        self._check("downgrade")
+        self._check_time(new_time, "downgrade")
+        if new_time == self._time:
+            return
+        op = self._op
+        internal = op.internals[self._output]
+        old = self._time
+        internal[old] = internal.get(old, 0) - 1
+        internal[new_time] = internal.get(new_time, 0) + 1
+        self._time = new_time
+        if op._borrowed is None:
+            op._changed_outside()
+
+    def retain(self) -> Capability:
+        """Keep this capability beyond the current activation; return it."""
+        self._check("retain")
+        self._state = _OWNED
+        return self
+
+    def drop(self) -> None:
+        """Release this capability."""
+        self._check("drop")
+        self._release()
+
+    release = drop
+
+    def _release(self) -> None:
+        op = self._op
+        internal = op.internals[self._output]
+        internal[self._time] = internal.get(self._time, 0) - 1
+        self._state = _RELEASED
+        if op._borrowed is None:
+            op._changed_outside()
+
+    def _borrow(self) -> Capability:
+        """Turn an owned capability into one borrowed by the running activation."""
+        borrowed = self._op._borrowed
+        if borrowed is not None and self._state == _OWNED:
+            self._state = _BORROWED
+            borrowed.append(self)
+        return self
+
+    def __repr__(self) -> str:
+        state = ("borrowed", "owned", "released")[self._state]
+        return f"Capability(time={self._time!r}, output={self._output}, {state})"
+
+
+class InputCapability:
+    """The time of an input message, valid during the activation that received it.
+
+    It lets the operator send at that time on outputs its input reaches
+    without a change of time (``output.session(input_cap)``), and mint
+    capabilities through the operator's path summaries.
+    """
+
+    __slots__ = ("_activation", "_input", "_op", "_time")
+
+    def __init__(self, op: LeafOperator, input_index: int, time: Any) -> None:
+        self._op = op
+        self._input = input_index
+        self._time = time
+        self._activation = op._activation
+
+    @property
+    def time(self) -> Any:
+        """The time of the message."""
+        return self._time
+
+    def _check(self, action: str) -> None:
+        op = self._op
+        if self._activation != op._activation or op._borrowed is None:
+            raise CapabilityError(
+                f"{_where(op)}: cannot {action} the input capability at {self._time!r} "
+                "outside the activation that received its message; call retain() "
+                "during that activation to keep a capability"
+            )
+
+    def valid_for_output(self, output: int) -> bool:
+        """Whether this capability allows sending at its own time on ``output``."""
+        return self._op._identity_path[self._input][output]
+
+    def delayed(self, new_time: Any, output: int = 0) -> Capability:
+        """Mint a borrowed capability at ``new_time`` on ``output``.
+
+        Some path summary ``s`` from this input to ``output`` must have
+        ``s.results_in(time) <= new_time``.
+        """
+        self._check("delay")
+        op = self._op
+        if not 0 <= output < op.outputs:
+            raise CapabilityError(
+                f"{_where(op)}: output {output} does not exist (the operator has "
+                f"{op.outputs} output(s))"
+            )
+        summaries = op.connectivity[self._input].get(output)
+        if not summaries:
+            raise CapabilityError(
+                f"{_where(op)}: input {self._input} is not connected to output {output}; "
+                f"cannot mint a capability there from the input capability at {self._time!r}"
+            )
+        try:
+            ok = any(
+                (t := results_in(s, self._time)) is not None and less_equal(t, new_time)
+                for s in summaries
+            )
+        except TypeError as exc:
+            raise CapabilityError(f"{_where(op)}: cannot delay to {new_time!r}: {exc}") from exc
+        if not ok:
+            raise CapabilityError(
+                f"{_where(op)}: cannot delay the input capability at {self._time!r} to "
+                f"{new_time!r} on output {output}: it is not greater or equal to the "
+                f"operator's input-output summary ({list(summaries)!r})"
+            )
+        return Capability._mint(op, output, new_time)
+
+    def retain(self, output: int = 0) -> Capability:
+        """Mint an owned capability at this time on ``output``."""
+        return self.delayed(self._time, output).retain()
+
+    def __repr__(self) -> str:
+        return f"InputCapability(time={self._time!r}, input={self._input})"
+
+
+class CapabilitySet:
+    """A minimal set of owned capabilities for one output.
+
+    Inserting a capability that an existing one already covers releases the
+    new one; inserting one that covers existing ones releases those.
+    """
+
+    def __init__(self, capabilities: Iterable[Capability] = ()) -> None:
+        self._elements: list[Capability] = []
+        for cap in capabilities:
+            self.insert(cap)
+
+    def insert(self, capability: Capability) -> None:
+        """Take ownership of ``capability``, keeping the set minimal."""
+        capability._check("insert")
+        capability._state = _OWNED
+        time = capability.time
+        if any(less_equal(c.time, time) for c in self._elements):
+            capability._release()
+            return
+        keep = []
+        for c in self._elements:
+            if less_equal(time, c.time):
+                c._release()
+            else:
+                keep.append(c)
+        keep.append(capability)
+        self._elements = keep
+
+    def delayed(self, time: Any) -> Capability:
+        """Mint a capability at ``time`` from an element ``<=`` it."""
+        for cap in self._elements:
+            if less_equal(cap.time, time):
+                return cap.delayed(time)
+        op_name = _where(self._elements[0]._op) if self._elements else "capability set"
+        raise CapabilityError(
+            f"{op_name}: failed to create a delayed capability at {time!r}: no element of "
+            f"the set {[c.time for c in self._elements]!r} is less or equal to it"
+        )
+
+    def try_delayed(self, time: Any) -> Capability | None:
+        """Like :meth:`delayed`, but return ``None`` if no element is ``<=`` ``time``."""
+        for cap in self._elements:
+            if less_equal(cap.time, time):
+                return cap.delayed(time)
+        return None
+
+    def downgrade(self, frontier: Iterable[Any]) -> None:
+        """Replace the set by capabilities at the elements of ``frontier``.
+
+        Every element must be ``>=`` some current element.  An empty
+        frontier releases everything.
+        """
+        times = list(frontier)
+        for time in times:
+            if not any(less_equal(c.time, time) for c in self._elements):
+                raise CapabilityError(
+                    f"cannot downgrade the capability set {[c.time for c in self._elements]!r} "
+                    f"to {times!r}: {time!r} is beyond no element"
+                )
+        new = [self.delayed(t).retain() for t in times]
+        for cap in self._elements:
+            cap._release()
+        self._elements = []
+        for cap in new:
+            self.insert(cap)
+
+    def first(self) -> Capability | None:
+        """Return some element, or ``None`` if the set is empty."""
+        return self._elements[0] if self._elements else None
+
+    def clear(self) -> None:
+        """Release every capability."""
+        for cap in self._elements:
+            cap._release()
+        self._elements = []
+
+    def is_empty(self) -> bool:
+        """Whether the set holds no capability."""
+        return not self._elements
+
+    def times(self) -> list[Any]:
+        """The times of the held capabilities."""
+        return [c.time for c in self._elements]
+
+    def __iter__(self) -> Iterator[Capability]:
+        return iter(list(self._elements))
+
+    def __len__(self) -> int:
+        return len(self._elements)
+
+    def __repr__(self) -> str:
+        return f"CapabilitySet({self.times()!r})"

@@ -1,0 +1,172 @@
+"""Parallelization contracts (pacts) and the pushers that move batches.
+
+A *pact* says how an operator input receives the records of the stream it
+reads:
+
+* :class:`Pipeline` -- every record stays on the worker that produced it;
+  batches move by reference into the reader's queue.
+* :class:`Exchange` -- each record goes to worker ``key(record) % peers``
+  (``key(record) & (peers - 1)`` when ``peers`` is a power of two), as in
+  Timely.  ``key`` must return an ``int``; for strings use
+  :func:`timelypy.hashing.stable_hash`, never Python's salted ``hash``.
+
+A pact must preserve the number of records per time: progress counts the
+records an output produced and the records inputs consumed, and the two
+totals must meet.
+
+A stream's output feeds a :class:`Tee`: one pusher per reader.  When there
+are several readers, all but the last receive a copy of each batch, so an
+operator may always modify the list it receives.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from timelypy.errors import TimelyError
+
+if TYPE_CHECKING:
+    from timelypy.dataflow.operator import LeafOperator
+    from timelypy.dataflow.scope import Scope
+
+__all__ = ["Pact", "Pipeline", "Exchange", "Tee", "Push"]
+
+#: ``push(time, records)``
+Push = Callable[[Any, list[Any]], None]
+
+
+class Tee:
+    """Fans a stream's batches out to every reader."""
+
+    __slots__ = ("_pushers", "push")
+
+    def __init__(self) -> None:
+        self._pushers: list[Push] = []
+        self.push: Push = self._push_none
+
+    def add(self, pusher: Push) -> None:
+        """Add a reader."""
+        self._pushers.append(pusher)
+        if len(self._pushers) == 1:
+            self.push = pusher
+        else:
+            self.push = self._push_many
+
+    @property
+    def readers(self) -> int:
+        """The number of readers."""
+        return len(self._pushers)
+
+    def _push_none(self, time: Any, records: list[Any]) -> None:
+        pass
+
+    def _push_many(self, time: Any, records: list[Any]) -> None:
+        pushers = self._pushers
+        last = len(pushers) - 1
+        for i, push in enumerate(pushers):
+            push(time, records if i == last else list(records))
+
+
+class Pact:
+    """How an operator input receives the records of its stream."""
+
+    name = "Pact"
+
+    def connect(
+        self, scope: Scope, operator: LeafOperator, input_index: int
+    ) -> tuple[Push, deque[Any], int | None]:
+        """Return ``(pusher for the producer's tee, the reader's queue, channel id or None)``."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Pipeline(Pact):
+    """Keep records on the worker that produced them."""
+
+    name = "Pipeline"
+
+    def connect(
+        self, scope: Scope, operator: LeafOperator, input_index: int
+    ) -> tuple[Push, deque[Any], int | None]:
+        """A local queue; pushing activates the reader."""
+        queue: deque[Any] = deque()
+        append = queue.append
+
+        def push(time: Any, records: list[Any]) -> None:
+            append((time, records))
+            activate = operator.activate
+            if activate is not None:
+                activate()
+
+        return push, queue, None
+
+
+class Exchange(Pact):
+    """Route each record to worker ``key(record) % peers``.
+
+    >>> Exchange(lambda word: len(word))
+    Exchange(key=<lambda>)
+    """
+
+    name = "Exchange"
+
+    def __init__(self, key: Callable[[Any], int]) -> None:
+        if not callable(key):
+            raise TypeError(f"Exchange needs a key function, got {key!r}")
+        self.key = key
+
+    def connect(
+        self, scope: Scope, operator: LeafOperator, input_index: int
+    ) -> tuple[Push, deque[Any], int | None]:
+        """Allocate a channel between all workers; partition each batch by key."""
+        worker = scope.worker
+        channel = worker.new_identifier()
+        pushers, mailbox = worker.allocate(channel, operator)
+        peers = len(pushers)
+        if peers == 1:
+            (only,) = pushers
+
+            def push_one(time: Any, records: list[Any]) -> None:
+                only((time, records))
+
+            return push_one, mailbox, channel
+        key = self.key
+        where = f"operator {operator.name!r} (worker {worker.index})"
+        mask = peers - 1 if peers & (peers - 1) == 0 else None
+
+        def push(time: Any, records: list[Any]) -> None:
+            parts: list[list[Any]] = [[] for _ in range(peers)]
+            appends = [p.append for p in parts]
+            try:
+                if mask is not None:
+                    for record in records:
+                        appends[key(record) & mask](record)
+                else:
+                    for record in records:
+                        appends[key(record) % peers](record)
+            except TypeError as exc:
+                bad = next((r for r in records if not isinstance(key(r), int)), None)
+                if bad is None:
+                    raise
+                raise ExchangeKeyError(
+                    f"{where}: the exchange key must return an int, but returned "
+                    f"{key(bad)!r} ({type(key(bad)).__name__}) for record {bad!r}; use "
+                    "timelypy.stable_hash(...) for strings (Python's hash() differs "
+                    "between processes)"
+                ) from exc
+            for j, part in enumerate(parts):
+                if part:
+                    pushers[j]((time, part))
+
+        return push, mailbox, channel
+
+    def __repr__(self) -> str:
+        return f"Exchange(key={getattr(self.key, '__name__', self.key)!r})".replace("'", "")
+
+
+class ExchangeKeyError(TimelyError, TypeError):
+    """An exchange key function returned something other than an ``int``."""

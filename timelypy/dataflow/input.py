@@ -1,0 +1,176 @@
+"""Feeding a dataflow from the outside: ``InputHandle``.
+
+The program that drives a dataflow owns an :class:`InputHandle`.  It sends
+records at the handle's current time and advances the time; advancing
+promises that no more records at earlier times will come, which is what
+lets downstream operators and probes conclude that a time is complete.
+
+Each worker has its own handle for the same input: a time is complete only
+when *every* worker's handle has advanced past it (or closed).  Records sent
+through one worker's handle start on that worker.
+
+>>> import timelypy
+>>> def program(worker):
+...     handle = timelypy.InputHandle()
+...     probe = timelypy.ProbeHandle()
+...     out = []
+...     worker.dataflow(lambda scope: scope.input_from(handle)
+...                     .inspect_time(lambda t, x: out.append((t, x))).probe_with(probe))
+...     for epoch in range(3):
+...         handle.send(epoch * 10)
+...         handle.advance_to(epoch + 1)
+...         while probe.less_than(handle.time):
+...             worker.step()
+...     return out
+>>> timelypy.execute(timelypy.Config.thread(), program)
+[[(0, 0), (1, 10), (2, 20)]]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from timelypy.dataflow.builder import OperatorBuilder
+from timelypy.errors import InputError
+from timelypy.order import check_timestamp, less_equal
+
+if TYPE_CHECKING:
+    from timelypy.dataflow.capability import Capability
+    from timelypy.dataflow.operator import LeafOperator, OperatorOutput
+    from timelypy.dataflow.scope import Scope
+    from timelypy.dataflow.stream import Stream
+
+__all__ = ["InputHandle"]
+
+#: Records sent one at a time are pushed in batches of this many.
+SEND_BUFFER = 1024
+
+
+class InputHandle:
+    """Sends records into dataflows at a current time that only moves forward."""
+
+    def __init__(self) -> None:
+        self._time: Any = None
+        self._timestamp_type: Any = None
+        self._buffer: list[Any] = []
+        # (operator, output, capability) per stream this handle feeds
+        self._targets: list[tuple[LeafOperator, OperatorOutput, Capability]] = []
+        self._closed = False
+
+    @property
+    def time(self) -> Any:
+        """The current time: records sent now carry it."""
+        if self._time is None:
+            raise InputError(
+                "this input handle is not connected to a dataflow yet: "
+                "use scope.input_from(handle) first"
+            )
+        return self._time
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def to_stream(self, scope: Scope) -> Stream:
+        """Connect the handle to ``scope``; return the stream of its records."""
+        if self._closed:
+            raise InputError("cannot connect a closed input handle")
+        if self._timestamp_type is not None and scope.timestamp_type != self._timestamp_type:
+            raise InputError(
+                f"this input handle has {self._timestamp_type!r} timestamps; it cannot feed "
+                f"scope {scope.name!r} with {scope.timestamp_type!r} timestamps"
+            )
+        builder = OperatorBuilder("Input", scope)
+        output, stream = builder.new_output()
+        held: list[Capability] = []
+
+        def constructor(caps: list[Capability]) -> Any:
+            held.append(caps[0].retain())
+            return _no_logic
+
+        builder.build(constructor)
+        op = builder._op
+        cap = held[0]
+        if self._time is None:
+            self._time = scope.minimum
+            self._timestamp_type = scope.timestamp_type
+        elif self._time != cap.time:
+            cap.downgrade(self._time)
+        self._targets.append((op, output, cap))
+        scope.worker._register_input(self)
+        return stream
+
+    def _check_open(self, action: str) -> None:
+        if self._closed:
+            raise InputError(f"cannot {action}: the input handle is closed")
+        if not self._targets:
+            raise InputError(
+                f"cannot {action}: the input handle is not connected to a dataflow "
+                "(use scope.input_from(handle))"
+            )
+
+    def send(self, record: Any) -> None:
+        """Send one record at the current time (buffered)."""
+        if self._closed or not self._targets:
+            self._check_open("send")
+        buffer = self._buffer
+        buffer.append(record)
+        if len(buffer) >= SEND_BUFFER:
+            self.flush()
+
+    def send_batch(self, records: list[Any]) -> None:
+        """Send a list of records at the current time; the list is handed over."""
+        self._check_open("send")
+        if self._buffer:
+            self.flush()
+        if records:
+            self._push(records)
+
+    def flush(self) -> None:
+        """Push the buffered records into the dataflows now."""
+        if self._buffer:
+            records = self._buffer
+            self._buffer = []
+            self._push(records)
+
+    def _push(self, records: list[Any]) -> None:
+        time = self._time
+        targets = self._targets
+        last = len(targets) - 1
+        for i, (op, output, _) in enumerate(targets):
+            output._send(time, records if i == last else list(records))
+            op._changed_outside()
+
+    def advance_to(self, time: Any) -> None:
+        """Move to ``time``: no more records at earlier times will be sent."""
+        self._check_open("advance")
+        check_timestamp(time, self._timestamp_type, "advance_to time")
+        if time == self._time:
+            return
+        if not less_equal(self._time, time):
+            raise InputError(
+                f"cannot advance the input handle from {self._time!r} back to {time!r}: "
+                "an input's time only moves forward"
+            )
+        self.flush()
+        for _, _, cap in self._targets:
+            cap.downgrade(time)
+        self._time = time
+
+    def close(self) -> None:
+        """Flush and release the input: the dataflows will see no more records from it."""
+        if self._closed:
+            return
+        self.flush()
+        for _, _, cap in self._targets:
+            cap.drop()
+        self._closed = True
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"time={self._time!r}"
+        return f"InputHandle({state}, streams={len(self._targets)})"
+
+
+def _no_logic(frontiers: Any) -> None:
+    return None

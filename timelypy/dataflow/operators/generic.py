@@ -1,0 +1,245 @@
+"""Generic operators: write your own logic, as Timely's ``Operator`` trait does.
+
+Each takes a *constructor* called once when the operator is built, with the
+operator's initial capability and an :class:`~timelypy.dataflow.operator.OperatorInfo`;
+it returns the *logic*, called at each activation with the input and output
+handles.  The initial capability is borrowed: it is released when the
+constructor returns unless you ``retain()`` it.
+
+* ``unary(pact, name, constructor)`` -- logic ``(input, output)``; runs when
+  data arrives.
+* ``unary_frontier`` -- the same, also run when the input frontier changes;
+  read it as ``input.frontier``.
+* ``unary_notify(pact, name, init, logic)`` -- ``logic(input, output,
+  notificator)`` with a :class:`~timelypy.dataflow.notificator.Notificator`;
+  ``init`` times are notified without any input.
+* ``binary``, ``binary_frontier``, ``binary_notify`` -- two inputs.
+* ``sink(pact, name, logic)`` -- ``logic(input)``, no output.
+* ``source(scope, name, constructor)`` -- no input; logic ``(output)``.
+
+>>> import timelypy
+>>> from timelypy.dataflow import Pipeline
+>>> def build(scope):
+...     def constructor(cap, info):
+...         def logic(input, output):
+...             for cap, data in input:
+...                 output.session(cap).give_batch([x * 5 for x in data])
+...         return logic
+...     return scope.to_stream(range(4)).unary(Pipeline(), "Multiply", constructor).capture()
+>>> timelypy.example(build).extract()
+[(0, [0, 5, 10, 15])]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from timelypy.dataflow.builder import OperatorBuilder
+from timelypy.dataflow.channels import Pact
+from timelypy.dataflow.notificator import FrontierNotificator, Notificator
+from timelypy.progress.operate import FrontierInterest
+
+if TYPE_CHECKING:
+    from timelypy.dataflow.capability import Capability
+    from timelypy.dataflow.operator import OperatorInfo, OperatorInput, OperatorOutput
+    from timelypy.dataflow.scope import Scope
+    from timelypy.dataflow.stream import Stream
+
+__all__ = [
+    "unary",
+    "unary_frontier",
+    "unary_notify",
+    "binary",
+    "binary_frontier",
+    "binary_notify",
+    "sink",
+    "source",
+]
+
+UnaryLogic = Callable[["OperatorInput", "OperatorOutput"], Any]
+BinaryLogic = Callable[["OperatorInput", "OperatorInput", "OperatorOutput"], Any]
+
+
+def _unary(
+    stream: Stream,
+    pact: Pact,
+    name: str,
+    constructor: Callable[[Capability, OperatorInfo], UnaryLogic],
+    interest: FrontierInterest,
+) -> Stream:
+    builder = OperatorBuilder(name, stream.scope)
+    info = builder.info
+    inp = builder.new_input(stream, pact, interest=interest)
+    out, result = builder.new_output()
+
+    def build(caps: list[Capability]) -> Callable[[Any], Any]:
+        logic = constructor(caps[0], info)
+
+        def run(frontiers: Any) -> None:
+            logic(inp, out)
+
+        return run
+
+    builder.build(build)
+    return result
+
+
+def unary(
+    stream: Stream,
+    pact: Pact,
+    name: str,
+    constructor: Callable[[Capability, OperatorInfo], UnaryLogic],
+) -> Stream:
+    """One input, one output; ``logic(input, output)`` runs when data arrives."""
+    return _unary(stream, pact, name, constructor, FrontierInterest.NEVER)
+
+
+def unary_frontier(
+    stream: Stream,
+    pact: Pact,
+    name: str,
+    constructor: Callable[[Capability, OperatorInfo], UnaryLogic],
+) -> Stream:
+    """Like :func:`unary`, also run when the input frontier changes (``input.frontier``)."""
+    return _unary(stream, pact, name, constructor, FrontierInterest.ALWAYS)
+
+
+def unary_notify(
+    stream: Stream,
+    pact: Pact,
+    name: str,
+    init: Iterable[Any],
+    logic: Callable[[OperatorInput, OperatorOutput, Notificator], Any],
+) -> Stream:
+    """One input, one output, and a notificator; ``init`` times are notified up front."""
+    notificator = FrontierNotificator()
+    times = list(init)
+
+    def constructor(cap: Capability, info: OperatorInfo) -> UnaryLogic:
+        for time in times:
+            notificator.notify_at(cap.delayed(time))
+
+        def run(inp: OperatorInput, out: OperatorOutput) -> None:
+            logic(inp, out, Notificator((inp.frontier,), notificator))  # type: ignore[arg-type]
+
+        return run
+
+    return unary_frontier(stream, pact, name, constructor)
+
+
+def _binary(
+    first: Stream,
+    second: Stream,
+    pact1: Pact,
+    pact2: Pact,
+    name: str,
+    constructor: Callable[[Capability, OperatorInfo], BinaryLogic],
+    interest: FrontierInterest,
+) -> Stream:
+    builder = OperatorBuilder(name, first.scope)
+    info = builder.info
+    in1 = builder.new_input(first, pact1, interest=interest)
+    in2 = builder.new_input(second, pact2, interest=interest)
+    out, result = builder.new_output()
+
+    def build(caps: list[Capability]) -> Callable[[Any], Any]:
+        logic = constructor(caps[0], info)
+
+        def run(frontiers: Any) -> None:
+            logic(in1, in2, out)
+
+        return run
+
+    builder.build(build)
+    return result
+
+
+def binary(
+    first: Stream,
+    second: Stream,
+    pact1: Pact,
+    pact2: Pact,
+    name: str,
+    constructor: Callable[[Capability, OperatorInfo], BinaryLogic],
+) -> Stream:
+    """Two inputs, one output; ``logic(input1, input2, output)`` runs when data arrives."""
+    return _binary(first, second, pact1, pact2, name, constructor, FrontierInterest.NEVER)
+
+
+def binary_frontier(
+    first: Stream,
+    second: Stream,
+    pact1: Pact,
+    pact2: Pact,
+    name: str,
+    constructor: Callable[[Capability, OperatorInfo], BinaryLogic],
+) -> Stream:
+    """Like :func:`binary`, also run when either input frontier changes."""
+    return _binary(first, second, pact1, pact2, name, constructor, FrontierInterest.ALWAYS)
+
+
+def binary_notify(
+    first: Stream,
+    second: Stream,
+    pact1: Pact,
+    pact2: Pact,
+    name: str,
+    init: Iterable[Any],
+    logic: Callable[[OperatorInput, OperatorInput, OperatorOutput, Notificator], Any],
+) -> Stream:
+    """Two inputs, one output, and a notificator over both input frontiers."""
+    notificator = FrontierNotificator()
+    times = list(init)
+
+    def constructor(cap: Capability, info: OperatorInfo) -> BinaryLogic:
+        for time in times:
+            notificator.notify_at(cap.delayed(time))
+
+        def run(in1: OperatorInput, in2: OperatorInput, out: OperatorOutput) -> None:
+            frontiers = (in1.frontier, in2.frontier)
+            logic(in1, in2, out, Notificator(frontiers, notificator))  # type: ignore[arg-type]
+
+        return run
+
+    return binary_frontier(first, second, pact1, pact2, name, constructor)
+
+
+def sink(stream: Stream, pact: Pact, name: str, logic: Callable[[OperatorInput], Any]) -> None:
+    """One input, no output; ``logic(input)`` runs on data and frontier changes."""
+    builder = OperatorBuilder(name, stream.scope)
+    inp = builder.new_input(stream, pact, interest=FrontierInterest.ALWAYS)
+
+    def build(caps: list[Capability]) -> Callable[[Any], Any]:
+        def run(frontiers: Any) -> None:
+            logic(inp)
+
+        return run
+
+    builder.build(build)
+
+
+def source(
+    scope: Scope,
+    name: str,
+    constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorOutput], Any]],
+) -> Stream:
+    """No input, one output: ``constructor(cap, info)`` returns ``logic(output)``.
+
+    Keep the capability with ``cap.retain()`` to send later, and reschedule
+    with ``info.activate()`` while there is more to send.
+    """
+    builder = OperatorBuilder(name, scope)
+    info = builder.info
+    out, result = builder.new_output()
+
+    def build(caps: list[Capability]) -> Callable[[Any], Any]:
+        logic = constructor(caps[0], info)
+
+        def run(frontiers: Any) -> None:
+            logic(out)
+
+        return run
+
+    builder.build(build)
+    return result

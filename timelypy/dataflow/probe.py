@@ -1,0 +1,111 @@
+"""Probes: watching a stream's frontier from outside the dataflow.
+
+``stream.probe()`` returns a :class:`ProbeHandle` whose frontier is the
+stream's: the times that may still appear on it.  The program driving the
+dataflow uses it to wait for results (``while probe.less_than(t):
+worker.step()``).  One handle can watch several streams
+(``stream.probe_with(handle)``); its frontier is then the lower envelope of
+theirs.
+
+The scope updates a probe's handle while it propagates progress, so the
+handle is current as soon as a worker step returns.  A handle watching no
+stream is ``done()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from timelypy.dataflow.builder import OperatorBuilder
+from timelypy.progress.frontier import MutableAntichain
+from timelypy.progress.operate import FrontierInterest
+
+if TYPE_CHECKING:
+    from timelypy.dataflow.stream import Stream
+
+__all__ = ["ProbeHandle", "probe", "probe_with"]
+
+
+class ProbeHandle:
+    """A view of the frontier of one or more streams.
+
+    >>> import timelypy
+    >>> handle = timelypy.ProbeHandle()
+    >>> handle.done()   # watching nothing yet
+    True
+    """
+
+    __slots__ = ("_frontier",)
+
+    def __init__(self) -> None:
+        self._frontier: MutableAntichain[Any] = MutableAntichain()
+
+    def less_than(self, time: Any) -> bool:
+        """Whether some time strictly before ``time`` may still appear."""
+        return self._frontier.less_than(time)
+
+    def less_equal(self, time: Any) -> bool:
+        """Whether ``time`` or an earlier time may still appear."""
+        return self._frontier.less_equal(time)
+
+    def done(self) -> bool:
+        """Whether nothing more will ever appear (the frontier is empty)."""
+        return self._frontier.is_empty()
+
+    def frontier(self) -> tuple[Any, ...]:
+        """The frontier's elements."""
+        return self._frontier.frontier()
+
+    def with_frontier(self, func: Callable[[tuple[Any, ...]], Any]) -> Any:
+        """Call ``func`` with the frontier's elements; return its result."""
+        return func(self._frontier.frontier())
+
+    def __repr__(self) -> str:
+        return f"ProbeHandle({list(self._frontier.frontier())!r})"
+
+
+def probe_with(stream: Stream, handle: ProbeHandle) -> Stream:
+    """Make ``handle`` watch ``stream``'s frontier; return ``stream``."""
+    builder = OperatorBuilder("Probe", stream.scope)
+    inp = builder.new_input(stream, interest=FrontierInterest.NEVER)
+    # The scope pushes the input's frontier changes straight into the handle
+    # as it propagates progress, so the handle is current after every step.
+    builder._op.frontier_changes = [_Feed(handle._frontier)]
+
+    def constructor(caps: list[Any]) -> Callable[[Any], None]:
+        queue = inp._queue
+        consumed = inp._consumed
+
+        def logic(frontiers: Any) -> None:
+            # Records are only counted, never looked at.
+            while queue:
+                time, data = queue.popleft()
+                consumed[time] = consumed.get(time, 0) + len(data)
+
+        return logic
+
+    builder.build(constructor)
+    return stream
+
+
+class _Feed:
+    """Receives frontier changes from the scope and applies them to a handle."""
+
+    __slots__ = ("_frontier",)
+
+    def __init__(self, frontier: MutableAntichain[Any]) -> None:
+        self._frontier = frontier
+
+    def append(self, change: tuple[Any, int]) -> None:
+        self._frontier.update(change[0], change[1])
+
+    def clear(self) -> None:
+        pass
+
+
+def probe(stream: Stream) -> ProbeHandle:
+    """A new handle watching ``stream``'s frontier."""
+    handle = ProbeHandle()
+    probe_with(stream, handle)
+    return handle

@@ -1,0 +1,96 @@
+"""The progcaster: broadcasting progress batches between workers.
+
+Every worker runs the same scope.  After scheduling its operators, a
+worker's scope has one *batch* of pointstamp changes: messages produced and
+consumed, capabilities taken and released.  The progcaster sends that batch,
+as ``(worker, sequence_number, updates)``, to every worker **including
+itself**, over channels that are FIFO per pair of workers.  Each worker
+applies every batch it receives to its own reachability tracker, so all
+workers converge on the same view.
+
+Safety rests on two facts: an activation's increments travel in the same
+batch as the decrements that justify them (a message is produced under a
+capability whose release is in the same or a later batch), and batches from
+one worker arrive in order.  Any prefix of the streams then yields a
+frontier that is behind the true one, never ahead.
+
+Updates are ``((node, kind, port, time), diff)`` pairs, where ``kind`` is
+0 for an operator input (target) and 1 for an output (source).  Batches are
+compacted (zero diffs dropped) before sending.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Progcaster", "ProgressUpdate"]
+
+#: ``((node, kind, port, time), diff)``
+ProgressUpdate = tuple[tuple[int, int, int, Any], int]
+
+
+class Progcaster:
+    """Sends this worker's progress batches to all workers and receives theirs."""
+
+    __slots__ = ("_counter", "_log", "_mailbox", "_pushers", "channel", "source")
+
+    def __init__(
+        self,
+        pushers: list[Callable[[Any], None]],
+        mailbox: deque[Any],
+        source: int,
+        channel: int,
+        log: Callable[[bool, int, int, list[ProgressUpdate]], None] | None = None,
+    ) -> None:
+        self._pushers = pushers
+        self._mailbox = mailbox
+        self.source = source
+        self.channel = channel
+        self._counter = 0
+        self._log = log
+
+    def send(self, updates: dict[tuple[int, int, int, Any], int]) -> bool:
+        """Broadcast the non-zero ``updates``; return whether anything was sent."""
+        batch = [(key, diff) for key, diff in updates.items() if diff]
+        if not batch:
+            return False
+        message = (self.source, self._counter, batch)
+        if self._log is not None:
+            self._log(True, self.source, self._counter, batch)
+        for push in self._pushers:
+            push(message)
+        self._counter += 1
+        return True
+
+    def deliver_to_self(
+        self,
+        updates: dict[tuple[int, int, int, Any], int],
+        into: dict[tuple[int, int, int, Any], int],
+    ) -> None:
+        """With a single worker, "send to every worker" is adding ``updates`` to ``into``."""
+        if self._log is not None:
+            batch = [(key, diff) for key, diff in updates.items() if diff]
+            if batch:
+                self._log(True, self.source, self._counter, batch)
+                self._log(False, self.source, self._counter, batch)
+                self._counter += 1
+        if not into:
+            into.update(updates)
+            return
+        get = into.get
+        for key, diff in updates.items():
+            into[key] = get(key, 0) + diff
+
+    def recv(self, into: dict[tuple[int, int, int, Any], int]) -> None:
+        """Add every received batch's updates to ``into``."""
+        mailbox = self._mailbox
+        log = self._log
+        get = into.get
+        while mailbox:
+            source, counter, batch = mailbox.popleft()
+            if log is not None:
+                log(False, source, counter, batch)
+            for key, diff in batch:
+                into[key] = get(key, 0) + diff

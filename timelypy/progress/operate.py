@@ -1,0 +1,89 @@
+"""The interface between a scope and the operators (children) inside it.
+
+A :class:`~timelypy.progress.subgraph.Subgraph` schedules children and
+collects their progress.  Everything it needs from a child is on
+:class:`Operate`:
+
+* its shape (``inputs``, ``outputs``) and *connectivity* (for each input,
+  the path summaries to each output), which become a node of the scope's
+  reachability graph;
+* ``local``: whether its reports are this worker's own (ordinary operators,
+  exchanged with every worker) or already global (nested scopes, whose
+  counts every worker derives identically);
+* ``notify``: per input, when a frontier change should schedule it
+  (:class:`FrontierInterest`);
+* its progress since the last extraction, as three lists of
+  ``{time: count}`` dicts: messages ``consumeds`` per input, capability
+  changes ``internals`` per output, messages ``produceds`` per output;
+* ``initial_internals``: the capabilities it holds when the dataflow starts
+  (an ordinary operator holds one per output *per worker*, counted without
+  communication; each worker's release is then exchanged);
+* ``schedule()``, which runs it and returns whether it must be scheduled
+  again for its own sake, and ``shut_down()``, which drops its logic once it
+  can never run again.
+
+Children that want the *changes* to their input frontiers (probes, nested
+scopes) set ``frontier_changes`` to one list (or any object with
+``append``) per input; the scope appends ``(time, diff)`` pairs there as it
+propagates.  Others read their frontiers from the live
+implications the scope hands them with :meth:`Operate.set_input_frontiers`.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from timelypy.progress.frontier import MutableAntichain
+from timelypy.progress.reachability import Connectivity
+
+__all__ = ["FrontierInterest", "Operate"]
+
+
+class FrontierInterest(IntEnum):
+    """When a change to an input's frontier schedules the operator."""
+
+    NEVER = 0
+    """Never: the operator only reacts to data (``map``, ``filter``)."""
+    IF_CAPABILITY = 1
+    """Only while the operator holds a capability."""
+    ALWAYS = 2
+    """On every change (notificators, probes, frontier-aware operators)."""
+
+
+class Operate:
+    """Base class of everything a scope can hold as a child.
+
+    Subclasses fill in the attributes in ``__init__`` and implement
+    :meth:`schedule`.
+    """
+
+    name: str = "Operator"
+    inputs: int = 0
+    outputs: int = 0
+    local: bool = True
+
+    def __init__(self) -> None:
+        self.notify: list[FrontierInterest] = []
+        self.connectivity: Connectivity = []
+        self.consumeds: list[dict[Any, int]] = []
+        self.internals: list[dict[Any, int]] = []
+        self.produceds: list[dict[Any, int]] = []
+        self.frontier_changes: list[list[tuple[Any, int]]] | None = None
+        #: Index of this child in its scope, and the activation callback; set by the scope.
+        self.index = -1
+        self.activate: Any = None
+
+    def initial_internals(self) -> list[dict[Any, int]]:
+        """Capability counts per output when the dataflow starts."""
+        return [{} for _ in range(self.outputs)]
+
+    def set_input_frontiers(self, frontiers: list[MutableAntichain[Any]]) -> None:
+        """Receive the live frontier of each input (the scope's implications)."""
+
+    def schedule(self) -> bool:
+        """Run once; return whether to be scheduled again regardless of events."""
+        raise NotImplementedError
+
+    def shut_down(self) -> None:
+        """Drop the logic: inputs are closed and no capability is held."""

@@ -1,0 +1,544 @@
+"""Subgraphs: a scope's children, its tracker, and its progress protocol.
+
+A :class:`Subgraph` is one scope on one worker: the operators built in it
+(its *children*, numbered from 1), the reachability :class:`Tracker` over
+them, and a :class:`~timelypy.progress.broadcast.Progcaster` to exchange
+progress with the same scope on every other worker.  A dataflow is a root
+subgraph; an iterative scope or region is a subgraph that is itself a child
+of its parent scope.
+
+``schedule()`` follows Timely's order:
+
+1. **accept frontier** -- changes to the parent's frontier at the scope's
+   inputs become pointstamps at node 0's sources (in inner time);
+2. **harvest inputs** -- records that entered the scope count as messages
+   in flight to the inner operators that read them, and as consumed at the
+   scope input;
+3. **receive** every worker's progress batches;
+4. **propagate** -- apply them to the tracker; changes at node 0 are not
+   tracked but reported to the parent (a scope input's count becomes
+   *consumed*, a scope output's becomes *produced*); changes to input
+   frontiers are pushed to the children, scheduling those that care;
+   changes to what the scope outputs may still see become the scope's own
+   capabilities, reported to the parent;
+5. **schedule** active children in index order; a child activated by a
+   lower-numbered one during the pass runs in the same pass, others next
+   step; each child's progress is extracted right after it runs;
+6. **send** this worker's batch to all workers.
+
+The scope is complete when no child asks to run again and its tracker holds
+nothing.  Children that are nested scopes report progress that every worker
+computes identically, so it is applied locally (``final``) rather than
+exchanged; ordinary operators' reports are exchanged (``local``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+from timelypy.errors import CycleError
+from timelypy.logging import Logger, ScheduleEvent, ShutdownEvent
+from timelypy.progress.broadcast import Progcaster
+from timelypy.progress.frontier import Antichain, MutableAntichain
+from timelypy.progress.location import Source, Target
+from timelypy.progress.operate import FrontierInterest, Operate
+from timelypy.progress.reachability import Builder, Tracker
+
+__all__ = ["Refinement", "Subgraph"]
+
+_ALWAYS = FrontierInterest.ALWAYS
+_IF_CAPABILITY = FrontierInterest.IF_CAPABILITY
+
+
+class Refinement:
+    """How a nested scope's timestamps relate to its parent's.
+
+    ``to_inner`` embeds a parent time, ``to_outer`` projects an inner time,
+    ``summarize`` projects an inner path summary.  The identity refinement
+    serves regions (same timestamps inside and out); iterative scopes use
+    :class:`~timelypy.order.ProductType`'s methods.
+    """
+
+    __slots__ = ("summarize", "to_inner", "to_outer")
+
+    def __init__(
+        self,
+        to_inner: Callable[[Any], Any],
+        to_outer: Callable[[Any], Any],
+        summarize: Callable[[Any], Any],
+    ) -> None:
+        self.to_inner = to_inner
+        self.to_outer = to_outer
+        self.summarize = summarize
+
+    @classmethod
+    def identity(cls) -> Refinement:
+        """The refinement of a region: times and summaries are unchanged."""
+
+        def same(x: Any) -> Any:
+            return x
+
+        return cls(same, same, same)
+
+    @classmethod
+    def product(cls, ttype: Any) -> Refinement:
+        """The refinement of an iterative scope with ``ProductType`` timestamps."""
+        return cls(ttype.to_inner, ttype.to_outer, ttype.summarize)
+
+
+class Subgraph(Operate):
+    """One scope on one worker, built incrementally and then finalized."""
+
+    local = False
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        path: tuple[int, ...],
+        worker_index: int,
+        peers: int,
+        timestamp_type: Any,
+        refinement: Refinement | None,
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.path = path
+        self.worker_index = worker_index
+        self.peers = peers
+        self.timestamp_type = timestamp_type
+        self.refinement = refinement
+        self.inputs = 0
+        self.outputs = 0
+        self.children: list[Operate | None] = [None]
+        self._edge_stash: list[tuple[int, int, int, int]] = []
+        self._input_messages: list[dict[Any, int]] = []
+        #: The "timely" event logger, if someone subscribed before the scope was built.
+        self.logger: Logger | None = None
+        self.progcaster: Progcaster | None = None
+        self.tracker: Tracker | None = None
+        self._finalized = False
+        # scheduling state
+        self._pending: set[int] = set()
+        self._active_heap: list[int] = []
+        self._scheduling = False
+        self._current = 0
+        self._marked = False
+        self._incomplete: list[bool] = []
+        self._incomplete_count = 0
+        self._local: dict[tuple[int, int, int, Any], int] = {}
+        self._final: dict[tuple[int, int, int, Any], int] = {}
+        self._child_edges: list[list[list[tuple[int, int]]]] = []
+        self._output_capabilities: list[MutableAntichain[Any]] = []
+        self._shut_down: list[bool] = []
+        #: Called to have the parent (or the worker) schedule this subgraph.
+        self.activate_self: Callable[[], None] = lambda: None
+        #: What others call to schedule this scope (records entered, a message arrived).
+        self.activate = self._force_mark
+
+    # -- building ---------------------------------------------------------------
+
+    def allocate_child_index(self) -> int:
+        """Reserve the index of the next child."""
+        self.children.append(None)
+        return len(self.children) - 1
+
+    def add_child(self, child: Operate, index: int) -> None:
+        """Install ``child`` at a reserved ``index``."""
+        if self._finalized:
+            raise RuntimeError(f"scope {self.name!r} is already built; cannot add {child.name!r}")
+        child.index = index
+        self.children[index] = child
+
+        def activate(index: int = index) -> None:
+            self.activate_child(index)
+
+        if isinstance(child, Subgraph):
+            child.activate_self = activate
+        else:
+            child.activate = activate
+
+    def connect(self, source: tuple[int, int], target: tuple[int, int]) -> None:
+        """Record an edge from ``(node, output)`` to ``(node, input)``."""
+        self._edge_stash.append((source[0], source[1], target[0], target[1]))
+
+    def new_input(self) -> tuple[int, dict[Any, int]]:
+        """Add a scope input; return its index and its entered-message counter."""
+        counts: dict[Any, int] = {}
+        self._input_messages.append(counts)
+        self.inputs += 1
+        return self.inputs - 1, counts
+
+    def new_output(self) -> int:
+        """Add a scope output; return its index."""
+        self.outputs += 1
+        return self.outputs - 1
+
+    def child_name(self, index: int) -> str:
+        """The name of child ``index`` (``scope`` for node 0)."""
+        if index == 0:
+            return f"{self.name} (scope boundary)"
+        child = self.children[index]
+        return child.name if child is not None else f"<unbuilt child {index}>"
+
+    def finalize(self, progcaster: Progcaster) -> None:
+        """Build the tracker, install initial capabilities, and propagate them."""
+        missing = [i for i, c in enumerate(self.children) if i and c is None]
+        if missing:
+            raise RuntimeError(
+                f"scope {self.name!r}: operators {missing} were reserved but never built "
+                "(a feedback handle that was never passed to connect_loop?)"
+            )
+        children: list[Operate] = self.children  # type: ignore[assignment]
+        builder = Builder(self.timestamp_type)
+        builder.add_node(0, self.outputs, self.inputs, [{} for _ in range(self.outputs)])
+        for index in range(1, len(children)):
+            child = children[index]
+            builder.add_node(index, child.inputs, child.outputs, child.connectivity)
+        self._child_edges = [
+            [[] for _ in range(child.outputs if i else self.inputs)]
+            for i, child in enumerate(children)
+        ]
+        for snode, sport, tnode, tport in self._edge_stash:
+            builder.add_edge(Source(snode, sport), Target(tnode, tport))
+            self._child_edges[snode][sport].append((tnode, tport))
+        try:
+            tracker, scope_summary = builder.build()
+        except CycleError as err:
+            names = ", ".join(f"{n} ({self.child_name(n)!r})" for n in err.nodes)
+            raise CycleError(
+                f"scope {self.name!r}: a cycle through operators {names} does not advance "
+                "timestamps; close loops with scope.feedback(summary) and connect_loop",
+                err.nodes,
+            ) from err
+        self.tracker = tracker
+        self.progcaster = progcaster
+
+        if self.refinement is not None:
+            summarize = self.refinement.summarize
+            self.connectivity = [
+                {
+                    output: Antichain(summarize(s) for s in antichain)
+                    for output, antichain in port_conn.items()
+                }
+                for port_conn in scope_summary
+            ]
+        self.consumeds = [{} for _ in range(self.inputs)]
+        self.produceds = [{} for _ in range(self.outputs)]
+        self.internals = [{} for _ in range(self.outputs)]
+        self.frontier_changes = [[] for _ in range(self.inputs)]
+        # Like Timely: the scope cares about its inputs' frontiers as much as its
+        # most interested child does.
+        interest = max(
+            (n for child in children[1:] for n in child.notify), default=FrontierInterest.NEVER
+        )
+        self.notify = [interest] * self.inputs
+        self._output_capabilities = [MutableAntichain() for _ in range(self.outputs)]
+        self._incomplete = [False] + [True] * (len(children) - 1)
+        self._incomplete_count = len(children) - 1
+        self._shut_down = [False] * len(children)
+
+        per_operator = [tracker.node_state(i) for i in range(len(children))]
+        final = self._final
+        for index in range(1, len(children)):
+            child = children[index]
+            child.set_input_frontiers([port.implications for port in per_operator[index].targets])
+            for output, counts in enumerate(child.initial_internals()):
+                for time, diff in counts.items():
+                    key = (index, 1, output, time)
+                    final[key] = final.get(key, 0) + diff
+        self._finalized = True
+        self._propagate_pointstamps()
+        # Every child runs once at the start.
+        self._pending.update(range(1, len(children)))
+
+    def initial_internals(self) -> list[dict[Any, int]]:
+        """The capabilities this scope holds at its outputs (in outer time) at start."""
+        initial = [dict(counts) for counts in self.internals]
+        for counts in self.internals:
+            counts.clear()
+        return initial
+
+    # -- activation -------------------------------------------------------------
+
+    def activate_child(self, index: int) -> None:
+        """Schedule child ``index``: this pass if it comes later, else next step."""
+        if self._scheduling and index > self._current:
+            heapq.heappush(self._active_heap, index)
+            return
+        self._pending.add(index)
+        if not self._marked:
+            self._marked = True
+            self.activate_self()
+
+    def _force_mark(self) -> None:
+        self._marked = True
+        self.activate_self()
+
+    def _mark_self(self) -> None:
+        if not self._marked:
+            self._marked = True
+            self.activate_self()
+
+    # -- scheduling -------------------------------------------------------------
+
+    def schedule(self) -> bool:
+        """Run one round of the scope's progress protocol; return whether incomplete."""
+        # Activations before the children run are consumed by this very round.
+        self._marked = True
+        if self.refinement is not None:
+            self._accept_frontier()
+            self._harvest_inputs()
+        assert self.progcaster is not None
+        self.progcaster.recv(self._final)
+        self._propagate_pointstamps()
+
+        heap = self._active_heap
+        if self._pending:
+            heap.extend(self._pending)
+            self._pending = set()
+            heapq.heapify(heap)
+        self._marked = False
+        previous = 0
+        self._scheduling = True
+        try:
+            while heap:
+                index = heapq.heappop(heap)
+                if index > previous:
+                    self._current = index
+                    self._activate_child(index)
+                    previous = index
+        finally:
+            self._scheduling = False
+            self._current = 0
+            heap.clear()
+
+        if self._local:
+            if self.peers == 1:
+                # Broadcasting to every worker means delivering to this one: apply
+                # the batch now rather than through the mailbox in the next step.
+                self.progcaster.deliver_to_self(self._local, self._final)
+                self._local = {}
+                self._propagate_pointstamps()
+                if self._pending:
+                    self._mark_self()
+            else:
+                # The batch goes to every worker, this one included: receive it next step.
+                if self.progcaster.send(self._local):
+                    self._mark_self()
+                self._local = {}
+        if self._final:
+            self._mark_self()
+        return self._incomplete_count > 0 or self.tracker.tracking_anything()  # type: ignore[union-attr]
+
+    def _activate_child(self, index: int) -> None:
+        child: Operate = self.children[index]  # type: ignore[assignment]
+        logger = self.logger
+        if logger is not None:
+            logger.log(ScheduleEvent((*self.path, index), True))
+        try:
+            incomplete = child.schedule()
+        except Exception as exc:
+            self._locate(exc, child, index)
+            raise
+        if logger is not None:
+            logger.log(ScheduleEvent((*self.path, index), False))
+        if incomplete != self._incomplete[index]:
+            self._incomplete_count += 1 if incomplete else -1
+            self._incomplete[index] = incomplete
+        if not incomplete and not self._shut_down[index]:
+            state = self.tracker.node_state(index)  # type: ignore[union-attr]
+            if state.cap_counts == 0 and _all_empty(state.targets):
+                if _all_pointstamps_empty(state.sources):
+                    self._shut_down[index] = True
+                    child.shut_down()
+                    if logger is not None:
+                        logger.log(ShutdownEvent((*self.path, index)))
+        self._extract(child, index, self._local if child.local else self._final)
+
+    def _locate(self, exc: Exception, child: Operate, index: int) -> None:
+        """Note on ``exc`` which operator and worker raised it (once, innermost wins)."""
+        if getattr(exc, "timelypy_operator", None) is not None:
+            return
+        try:
+            exc.timelypy_operator = child.name  # type: ignore[attr-defined]
+            exc.timelypy_worker = self.worker_index  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+        exc.add_note(
+            f"raised in operator {child.name!r} (address {(*self.path, index)}) "
+            f"on worker {self.worker_index}"
+        )
+
+    def _extract(
+        self, child: Operate, index: int, into: dict[tuple[int, int, int, Any], int]
+    ) -> None:
+        get = into.get
+        for port, counts in enumerate(child.consumeds):
+            if counts:
+                for time, n in counts.items():
+                    key = (index, 0, port, time)
+                    into[key] = get(key, 0) - n
+                counts.clear()
+        for port, counts in enumerate(child.internals):
+            if counts:
+                for time, n in counts.items():
+                    key = (index, 1, port, time)
+                    into[key] = get(key, 0) + n
+                counts.clear()
+        edges = self._child_edges[index]
+        for port, counts in enumerate(child.produceds):
+            if counts:
+                targets = edges[port]
+                for time, n in counts.items():
+                    for tnode, tport in targets:
+                        key = (tnode, 0, tport, time)
+                        into[key] = get(key, 0) + n
+                counts.clear()
+                # Readers of what was produced run later in this pass (or next step).
+                for tnode, _ in targets:
+                    if tnode:
+                        self.activate_child(tnode)
+
+    def _accept_frontier(self) -> None:
+        to_inner = self.refinement.to_inner  # type: ignore[union-attr]
+        update = self.tracker._update_source  # type: ignore[union-attr]
+        for port, changes in enumerate(self.frontier_changes):  # type: ignore[arg-type]
+            if changes:
+                for time, diff in changes:
+                    update(0, port, to_inner(time), diff)
+                changes.clear()
+
+    def _harvest_inputs(self) -> None:
+        local = self._local
+        get = local.get
+        edges = self._child_edges[0]
+        for port, counts in enumerate(self._input_messages):
+            if counts:
+                targets = edges[port]
+                for time, n in counts.items():
+                    for tnode, tport in targets:
+                        key = (tnode, 0, tport, time)
+                        local[key] = get(key, 0) + n
+                    key = (0, 1, port, time)
+                    local[key] = get(key, 0) - n
+                counts.clear()
+
+    def _propagate_pointstamps(self) -> None:
+        tracker: Tracker = self.tracker  # type: ignore[assignment]
+        if not self._final and not tracker._target_changes and not tracker._source_changes:
+            return
+        if self._final:
+            final = self._final
+            self._final = {}
+            to_outer = self.refinement.to_outer if self.refinement is not None else None
+            update_target = tracker._update_target
+            update_source = tracker._update_source
+            for (node, kind, port, time), diff in final.items():
+                if not diff:
+                    continue
+                if node == 0:
+                    if to_outer is None:
+                        continue  # a root scope has no inputs or outputs
+                    if kind == 1:
+                        counts = self.consumeds[port]
+                        outer = to_outer(time)
+                        counts[outer] = counts.get(outer, 0) - diff
+                    else:
+                        counts = self.produceds[port]
+                        outer = to_outer(time)
+                        counts[outer] = counts.get(outer, 0) + diff
+                elif kind == 0:
+                    update_target(node, port, time, diff)
+                else:
+                    update_source(node, port, time, diff)
+        tracker.propagate_all()
+
+        pushed = tracker._drain_pushed()
+        if pushed:
+            children = self.children
+            touched: set[int] = set()
+            for (node, kind, port, time), diff in pushed:
+                touched.add(node)
+                if kind == 0 and node:
+                    child: Operate = children[node]  # type: ignore[assignment]
+                    interest = child.notify[port]
+                    if interest == _ALWAYS or (
+                        interest == _IF_CAPABILITY and tracker.node_state(node).cap_counts > 0
+                    ):
+                        self.activate_child(node)
+                    changes = child.frontier_changes
+                    if changes is not None:
+                        changes[port].append((time, diff))
+            for node in touched:
+                if node == 0:
+                    continue
+                state = tracker.node_state(node)
+                if state.cap_counts == 0 and _all_empty(state.targets):
+                    self.activate_child(node)
+
+        if self.outputs:
+            to_outer = self.refinement.to_outer  # type: ignore[union-attr]
+            for output in range(self.outputs):
+                changes = tracker._drain_output(output)
+                if changes:
+                    outer: dict[Any, int] = {}
+                    for time, diff in changes:
+                        t = to_outer(time)
+                        outer[t] = outer.get(t, 0) + diff
+                    reported = self._output_capabilities[output].update_iter(outer.items())
+                    internal = self.internals[output]
+                    for time, diff in reported:
+                        internal[time] = internal.get(time, 0) + diff
+
+    def shut_down(self) -> None:
+        """Shut down every child that has not been."""
+        for index, child in enumerate(self.children):
+            if index and child is not None and not self._shut_down[index]:
+                self._shut_down[index] = True
+                child.shut_down()
+
+    # -- introspection ----------------------------------------------------------
+
+    def holders(self) -> list[str]:
+        """Describe what keeps this scope from completing (for stall diagnostics)."""
+        tracker = self.tracker
+        if tracker is None:
+            return []
+        result = []
+        for index in range(1, len(self.children)):
+            state = tracker.node_state(index)
+            for port, info in enumerate(state.sources):
+                times = info.pointstamps.frontier()
+                if times:
+                    result.append(
+                        f"{self.child_name(index)!r} holds capabilities at {list(times)} "
+                        f"on output {port}"
+                    )
+            for port, info in enumerate(state.targets):
+                times = info.pointstamps.frontier()
+                if times:
+                    result.append(
+                        f"messages at {list(times)} are in flight to "
+                        f"{self.child_name(index)!r} input {port}"
+                    )
+            child = self.children[index]
+            if isinstance(child, Subgraph):
+                result.extend(child.holders())
+        return result
+
+
+def _all_empty(ports: list[Any]) -> bool:
+    for port in ports:
+        if port.implications._frontier:
+            return False
+    return True
+
+
+def _all_pointstamps_empty(ports: list[Any]) -> bool:
+    for port in ports:
+        if port.pointstamps._frontier:
+            return False
+    return True

@@ -1,0 +1,267 @@
+"""The worker: builds dataflows and steps them.
+
+A :class:`Worker` is one thread of a computation.  Every worker builds the
+same dataflows, in the same order, and runs them on its share of the data;
+workers exchange records and progress through their allocator.
+
+``worker.step()`` does one round of work:
+
+1. turn messages that arrived from other workers into activations of the
+   operators (and scopes) that read them;
+2. schedule every dataflow with an active operator (each schedules only its
+   active operators, in order);
+3. send the buffered outgoing messages.
+
+``step_or_park(timeout)`` does the same but, if nothing is active, first
+waits up to ``timeout`` seconds for a message.  A worker whose peer failed
+raises :class:`~timelypy.errors.WorkerAborted` from its next step, so a
+program's ``while probe.less_than(t): worker.step()`` loop ends too.
+"""
+
+from __future__ import annotations
+
+import logging as _pylogging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from timelypy.communication.allocator import Allocator
+from timelypy.communication.config import Config
+from timelypy.logging import (
+    ChannelsEvent,
+    OperatesEvent,
+    ParkEvent,
+    ProgressEvent,
+    Registry,
+    ShutdownEvent,
+)
+from timelypy.progress.broadcast import Progcaster
+from timelypy.progress.subgraph import Subgraph
+
+if TYPE_CHECKING:
+    from timelypy.dataflow.input import InputHandle
+    from timelypy.dataflow.scope import Scope
+
+__all__ = ["Worker"]
+
+R = TypeVar("R")
+
+log = _pylogging.getLogger("timelypy")
+
+
+class Worker:
+    """One worker of a computation; see the module documentation."""
+
+    def __init__(self, allocator: Allocator, config: Config | None = None) -> None:
+        self._allocator = allocator
+        self.config = config if config is not None else Config()
+        self._index = allocator.index
+        self._peers = allocator.peers
+        self._dataflows: dict[int, Subgraph] = {}
+        self._active: set[int] = set()
+        self._next_identifier = 0
+        self._next_dataflow = 0
+        self._channels: dict[int, Any] = {}
+        self._inputs: list[InputHandle] = []
+        self._registry = Registry()
+        self._last_activity = time.monotonic()
+
+    @property
+    def index(self) -> int:
+        """The worker's index, ``0 <= index < peers``."""
+        return self._index
+
+    @property
+    def peers(self) -> int:
+        """The number of workers in the computation."""
+        return self._peers
+
+    @property
+    def allocator(self) -> Allocator:
+        """The communication layer this worker uses."""
+        return self._allocator
+
+    def log_register(self) -> Registry:
+        """The registry of this worker's event streams (see :mod:`timelypy.logging`)."""
+        return self._registry
+
+    # -- identifiers and channels -------------------------------------------------
+
+    def new_identifier(self) -> int:
+        """A worker-unique number; equal across workers that build the same dataflows."""
+        self._next_identifier += 1
+        return self._next_identifier
+
+    def allocate(self, channel: int, reader: Any) -> tuple[list[Any], deque[Any]]:
+        """Pushers to every worker and this worker's mailbox on ``channel``.
+
+        Messages arriving from other workers activate ``reader``.
+        """
+        self._channels[channel] = reader
+        return self._allocator.allocate(channel)
+
+    def _register_channel(self, channel: int, reader: Any) -> None:
+        self._channels[channel] = reader
+
+    def activator_for(self, address: tuple[int, ...]) -> Callable[[], None]:
+        """A function scheduling the operator at ``address`` in this worker's next step."""
+        subgraph = self._dataflows.get(address[0])
+        if subgraph is None:
+            raise KeyError(f"no dataflow {address[0]} on worker {self._index}")
+        for index in address[1:-1]:
+            subgraph = subgraph.children[index]  # type: ignore[assignment]
+        return subgraph.children[address[-1]].activate  # type: ignore[union-attr]
+
+    # -- building -------------------------------------------------------------------
+
+    def dataflow(
+        self, build: Callable[[Scope], R], *, name: str | None = None, timestamp_type: Any = int
+    ) -> R:
+        """Build a dataflow with ``build(scope)`` and install it; return ``build``'s result.
+
+        Every worker must build the same dataflows in the same order.
+        """
+        from timelypy.dataflow.scope import Scope
+
+        identifier = self._next_dataflow
+        self._next_dataflow += 1
+        subgraph = Subgraph(
+            name=name or f"Dataflow{identifier}",
+            path=(identifier,),
+            worker_index=self._index,
+            peers=self._peers,
+            timestamp_type=timestamp_type,
+            refinement=None,
+        )
+        self._log_operates(self.new_identifier(), (identifier,), subgraph.name)
+        scope = Scope(self, subgraph)
+        result = build(scope)
+        self._finalize_subgraph(subgraph)
+
+        def activate(identifier: int = identifier) -> None:
+            self._active.add(identifier)
+
+        subgraph.activate_self = activate
+        self._dataflows[identifier] = subgraph
+        self._active.add(identifier)
+        return result
+
+    def dataflow_named(self, name: str, build: Callable[[Scope], R]) -> R:
+        """Like :meth:`dataflow`, with a name for logs and errors."""
+        return self.dataflow(build, name=name)
+
+    def _finalize_subgraph(self, subgraph: Subgraph) -> None:
+        channel = self.new_identifier()
+        pushers, mailbox = self.allocate(channel, subgraph)
+        registry = self._registry
+        logger = registry.get("timely/progress")
+        hook = None
+        if logger is not None:
+
+            def hook(is_send: bool, source: int, seq: int, updates: list[Any]) -> None:
+                logger.log(ProgressEvent(is_send, source, channel, seq, tuple(updates)))
+
+        progcaster = Progcaster(pushers, mailbox, self._index, channel, hook)
+        subgraph.logger = registry.get("timely")  # type: ignore[attr-defined]
+        subgraph.finalize(progcaster)
+
+    def _log_operates(self, identifier: int, address: tuple[int, ...], name: str) -> None:
+        logger = self._registry.get("timely")
+        if logger is not None:
+            logger.log(OperatesEvent(identifier, address, name))
+
+    def _log_channel(
+        self, scope_addr: tuple[int, ...], source: tuple[int, int], target: tuple[int, int]
+    ) -> None:
+        logger = self._registry.get("timely")
+        if logger is not None:
+            logger.log(ChannelsEvent(self.new_identifier(), scope_addr, source, target))
+
+    def _log_shutdown(self, address: tuple[int, ...]) -> None:
+        logger = self._registry.get("timely")
+        if logger is not None:
+            logger.log(ShutdownEvent(address))
+
+    def _register_input(self, handle: InputHandle) -> None:
+        if handle not in self._inputs:
+            self._inputs.append(handle)
+
+    def _close_inputs(self) -> None:
+        """Close the input handles the program left open (Rust drops them at scope end)."""
+        for handle in self._inputs:
+            if not handle.closed:
+                handle.close()
+        self._inputs = []
+
+    # -- running --------------------------------------------------------------------
+
+    def step(self) -> bool:
+        """Do one round of work without waiting; return whether dataflows remain."""
+        return self.step_or_park(0)
+
+    def step_or_park(self, timeout: float | None = None) -> bool:
+        """Do one round of work, first waiting up to ``timeout`` s if there is none."""
+        allocator = self._allocator
+        allocator.check()
+        allocator.receive()
+        self._deliver(allocator.take_events())
+        if not self._active and timeout != 0 and self._dataflows:
+            logger = self._registry.get("timely")
+            if logger is not None:
+                logger.log(ParkEvent(True))
+            allocator.await_events(timeout)
+            if logger is not None:
+                logger.log(ParkEvent(False))
+            allocator.check()
+            allocator.receive()
+            self._deliver(allocator.take_events())
+        active = self._active
+        if active:
+            self._last_activity = time.monotonic()
+            self._active = set()
+            dataflows = self._dataflows
+            for identifier in sorted(active):
+                subgraph = dataflows.get(identifier)
+                if subgraph is not None and not subgraph.schedule():
+                    del dataflows[identifier]
+                    self._log_shutdown(subgraph.path)
+        allocator.release()
+        if self._registry._loggers:
+            self._registry.flush()
+        return bool(self._dataflows)
+
+    def _deliver(self, events: list[int]) -> None:
+        if events:
+            channels = self._channels
+            for channel in events:
+                reader = channels.get(channel)
+                if reader is not None and reader.activate is not None:
+                    reader.activate()
+
+    def step_while(self, predicate: Callable[[], bool], timeout: float | None = None) -> None:
+        """Step while ``predicate()`` holds (parking up to ``timeout`` s when idle)."""
+        while predicate():
+            self.step_or_park(timeout if timeout is not None else 0)
+
+    def has_dataflows(self) -> bool:
+        """Whether any dataflow is still running."""
+        return bool(self._dataflows)
+
+    def installed_dataflows(self) -> list[int]:
+        """The identifiers of the dataflows still running."""
+        return sorted(self._dataflows)
+
+    def idle_seconds(self) -> float:
+        """Seconds since an operator last ran on this worker."""
+        return time.monotonic() - self._last_activity
+
+    def holders(self) -> list[str]:
+        """What keeps the running dataflows from completing (for diagnostics)."""
+        result = []
+        for identifier, subgraph in sorted(self._dataflows.items()):
+            result.extend(f"dataflow {identifier}: {line}" for line in subgraph.holders())
+        return result
+
+    def __repr__(self) -> str:
+        return f"Worker(index={self._index}, peers={self._peers})"
