@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.errors import InputError
-from timelypy.order import check_timestamp, less_equal
+from timelypy.order import U64_MAX, check_timestamp, less_equal
 
 if TYPE_CHECKING:
     from timelypy.dataflow.capability import Capability
@@ -144,11 +144,23 @@ class InputHandle:
 
     def advance_to(self, time: Any) -> None:
         """Move to ``time``: no more records at earlier times will be sent."""
-        self._check_open("advance")
-        check_timestamp(time, self._timestamp_type, "advance_to time")
-        if time == self._time:
-            return
-        if not less_equal(self._time, time):
+        if self._closed or not self._targets:
+            self._check_open("advance")
+        current = self._time
+        if type(time) is int and type(current) is int:
+            if time == current:
+                return
+            if time < current or time > U64_MAX:
+                check_timestamp(time, self._timestamp_type, "advance_to time")
+                raise InputError(
+                    f"cannot advance the input handle from {current!r} back to {time!r}: "
+                    "an input's time only moves forward"
+                )
+        else:
+            check_timestamp(time, self._timestamp_type, "advance_to time")
+            if time == current:
+                return
+        if not less_equal(current, time):
             raise InputError(
                 f"cannot advance the input handle from {self._time!r} back to {time!r}: "
                 "an input's time only moves forward"

@@ -469,6 +469,22 @@ class Tracker:
             else:
                 self._source_summaries[location.node][index] = flat
 
+        # Per port, what propagation needs: the implications' update method and
+        # where changes go next (summaries to outputs, or edges to targets).
+        self._target_info: list[list[tuple[Any, list[tuple[int, Any]]]]] = [
+            [
+                (state.targets[port].implications.update, self._node_summaries[node][port])
+                for port in range(len(state.targets))
+            ]
+            for node, state in enumerate(self._per_operator)
+        ]
+        self._source_info: list[list[tuple[Any, list[tuple[int, int]]]]] = [
+            [
+                (state.sources[port].implications.update, self._edges[node][port])
+                for port in range(len(state.sources))
+            ]
+            for node, state in enumerate(self._per_operator)
+        ]
         self._target_changes: dict[tuple[int, int], dict[Any, int]] = {}
         self._source_changes: dict[tuple[int, int], dict[Any, int]] = {}
         self._worklist: list[tuple[Any, int, int, int, int]] = []
@@ -602,8 +618,9 @@ class Tracker:
         if not worklist:
             return
         pushed = self._pushed
-        node_summaries = self._node_summaries
-        edges = self._edges
+        target_info = self._target_info
+        source_info = self._source_info
+        u64_max = U64_MAX
         while worklist:
             time, node, kind, port, diff = heappop(worklist)
             while worklist:
@@ -615,18 +632,26 @@ class Tracker:
             if not diff:
                 continue
             if kind == 0:
-                changes = per_operator[node].targets[port].implications.update(time, diff)
+                update, summaries = target_info[node][port]
+                changes = update(time, diff)
                 for t, d in changes:
-                    for output, summary in node_summaries[node][port]:
-                        out = _apply(summary, t)
-                        if out is not None:
-                            heappush(worklist, (out, node, 1, output, d))
+                    for output, summary in summaries:
+                        if type(summary) is int:
+                            out = t + summary
+                            if out > u64_max:
+                                continue
+                        else:
+                            out = summary.results_in(t)
+                            if out is None:
+                                continue
+                        heappush(worklist, (out, node, 1, output, d))
                     key = (node, 0, port, t)
                     pushed[key] = pushed.get(key, 0) + d
             else:
-                changes = per_operator[node].sources[port].implications.update(time, diff)
+                update, targets = source_info[node][port]
+                changes = update(time, diff)
                 for t, d in changes:
-                    for target_node, target_port in edges[node][port]:
+                    for target_node, target_port in targets:
                         heappush(worklist, (t, target_node, 0, target_port, d))
                     key = (node, 1, port, t)
                     pushed[key] = pushed.get(key, 0) + d

@@ -133,6 +133,7 @@ class Subgraph(Operate):
         self._child_edges: list[list[list[tuple[int, int]]]] = []
         self._output_capabilities: list[MutableAntichain[Any]] = []
         self._shut_down: list[bool] = []
+        self._states: list[Any] = []
         #: Called to have the parent (or the worker) schedule this subgraph.
         self.activate_self: Callable[[], None] = lambda: None
         #: What others call to schedule this scope (records entered, a message arrived).
@@ -241,6 +242,7 @@ class Subgraph(Operate):
         self._shut_down = [False] * len(children)
 
         per_operator = [tracker.node_state(i) for i in range(len(children))]
+        self._states = per_operator
         final = self._final
         for index in range(1, len(children)):
             child = children[index]
@@ -349,7 +351,7 @@ class Subgraph(Operate):
             self._incomplete_count += 1 if incomplete else -1
             self._incomplete[index] = incomplete
         if not incomplete and not self._shut_down[index]:
-            state = self.tracker.node_state(index)  # type: ignore[union-attr]
+            state = self._states[index]
             if state.cap_counts == 0 and _all_empty(state.targets):
                 if _all_pointstamps_empty(state.sources):
                     self._shut_down[index] = True
