@@ -24,6 +24,7 @@ from timelypy.dataflow.operators.capture import (
 )
 from timelypy.dataflow.operators.concat import concatenate
 from timelypy.dataflow.operators.generic import source
+from timelypy.dataflow.operators.ok_err import Err, Ok
 from timelypy.dataflow.probe import ProbeHandle
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
@@ -57,4 +58,6 @@ __all__ = [
     "replay_into",
     "concatenate",
     "source",
+    "Ok",
+    "Err",
 ]

@@ -28,14 +28,21 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from timelypy.dataflow.channels import Push, Tee
+from timelypy.dataflow.operators import accumulate as _accumulate
+from timelypy.dataflow.operators import branch as _branch
+from timelypy.dataflow.operators import broadcast as _broadcast
 from timelypy.dataflow.operators import capture as _capture
 from timelypy.dataflow.operators import concat as _concat
+from timelypy.dataflow.operators import delay as _delay
 from timelypy.dataflow.operators import exchange as _exchange
 from timelypy.dataflow.operators import feedback as _feedback
 from timelypy.dataflow.operators import filter as _filter
 from timelypy.dataflow.operators import generic as _generic
 from timelypy.dataflow.operators import inspect as _inspect
 from timelypy.dataflow.operators import map as _map
+from timelypy.dataflow.operators import ok_err as _ok_err
+from timelypy.dataflow.operators import partition as _partition
+from timelypy.dataflow.operators import reclock as _reclock
 from timelypy.dataflow.probe import ProbeHandle, probe, probe_with
 
 if TYPE_CHECKING:
@@ -214,3 +221,75 @@ class Stream:
     def capture_into(self, sink: Any) -> None:
         """Record this stream's events into ``sink`` (callable, list or CaptureQueue)."""
         _capture.capture_into(self, sink)
+
+    # -- splitting, time, aggregation, results, broadcast -------------------------
+    # (partition.py, branch.py, delay.py, accumulate.py, reclock.py, ok_err.py,
+    # broadcast.py)
+
+    def partition(self, parts: int, route: Callable[[Any], tuple[int, Any]]) -> list[Stream]:
+        """``parts`` streams; ``route(record) -> (part, new_record)`` picks the stream."""
+        return _partition.partition(self, parts, route)
+
+    def branch(self, condition: Callable[[Any, Any], bool]) -> tuple[Stream, Stream]:
+        """``(false_stream, true_stream)`` by ``condition(time, record)``."""
+        return _branch.branch(self, condition)
+
+    def branch_when(self, condition: Callable[[Any], bool]) -> tuple[Stream, Stream]:
+        """``(false_stream, true_stream)`` by ``condition(time)``, whole batches at a time."""
+        return _branch.branch_when(self, condition)
+
+    def delay(self, func: Callable[[Any, Any], Any]) -> Stream:
+        """Send each record at ``func(record, time)`` (``>= time``) once that time completes."""
+        return _delay.delay(self, func)
+
+    def delay_total(self, func: Callable[[Any, Any], Any]) -> Stream:
+        """:meth:`delay` for totally ordered timestamps."""
+        return _delay.delay_total(self, func)
+
+    def delay_batch(self, func: Callable[[Any], Any]) -> Stream:
+        """Send each batch at ``func(time)`` (``>= time``) once that time completes."""
+        return _delay.delay_batch(self, func)
+
+    def accumulate(self, default: Any, logic: Callable[[Any, list[Any]], Any]) -> Stream:
+        """One record per completed time: ``logic(acc, records)`` folded from ``default``."""
+        return _accumulate.accumulate(self, default, logic)
+
+    def count(self) -> Stream:
+        """The number of records at each completed time (per worker)."""
+        return _accumulate.count(self)
+
+    def reclock(self, clock: Stream) -> Stream:
+        """Release records at the complete times of ``clock`` at or after theirs."""
+        return _reclock.reclock(self, clock)
+
+    def ok_err(self, func: Callable[[Any], Any]) -> tuple[Stream, Stream]:
+        """``(ok_stream, err_stream)``: ``func`` returns ``Ok(x)`` or ``Err(e)`` per record."""
+        return _ok_err.ok_err(self, func)
+
+    def ok(self) -> Stream:
+        """The payloads of the ``Ok`` records of a stream of ``Ok``/``Err``."""
+        return _ok_err.ok(self)
+
+    def err(self) -> Stream:
+        """The payloads of the ``Err`` records of a stream of ``Ok``/``Err``."""
+        return _ok_err.err(self)
+
+    def map_ok(self, func: Callable[[Any], Any]) -> Stream:
+        """``Ok(x)`` becomes ``Ok(func(x))``; ``Err`` records pass unchanged."""
+        return _ok_err.map_ok(self, func)
+
+    def map_err(self, func: Callable[[Any], Any]) -> Stream:
+        """``Err(e)`` becomes ``Err(func(e))``; ``Ok`` records pass unchanged."""
+        return _ok_err.map_err(self, func)
+
+    def and_then(self, func: Callable[[Any], Any]) -> Stream:
+        """``Ok(x)`` becomes ``func(x)`` (an ``Ok`` or ``Err``); ``Err`` records pass unchanged."""
+        return _ok_err.and_then(self, func)
+
+    def unwrap_or_else(self, func: Callable[[Any], Any]) -> Stream:
+        """``Ok(x)`` becomes ``x`` and ``Err(e)`` becomes ``func(e)``."""
+        return _ok_err.unwrap_or_else(self, func)
+
+    def broadcast(self) -> Stream:
+        """Send every record to every worker."""
+        return _broadcast.broadcast(self)
