@@ -99,7 +99,8 @@ class Worker:
         Messages arriving from other workers activate ``reader``.
         """
         self._channels[channel] = reader
-        return self._allocator.allocate(channel)
+        context = f"operator {getattr(reader, 'name', '?')!r} on worker {self._index}"
+        return self._allocator.allocate(channel, context)
 
     def _register_channel(self, channel: int, reader: Any) -> None:
         self._channels[channel] = reader

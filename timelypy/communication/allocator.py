@@ -41,8 +41,11 @@ class Allocator:
     index: int
     peers: int
 
-    def allocate(self, channel: int) -> tuple[list[Push], deque[Any]]:
-        """Return ``(pushers, mailbox)`` for ``channel``."""
+    def allocate(self, channel: int, context: str | None = None) -> tuple[list[Push], deque[Any]]:
+        """Return ``(pushers, mailbox)`` for ``channel``.
+
+        ``context`` names the reader (operator and worker) for error messages.
+        """
         raise NotImplementedError
 
     def receive(self) -> None:
@@ -112,7 +115,7 @@ class ProcessAllocator(Allocator):
         self._events = shared.events[index]
         self._waker = shared.wakers[index]
 
-    def allocate(self, channel: int) -> tuple[list[Push], deque[Any]]:
+    def allocate(self, channel: int, context: str | None = None) -> tuple[list[Push], deque[Any]]:
         """Pushers to every worker's mailbox on ``channel``, and this worker's mailbox."""
         shared = self.shared
         pushers: list[Push] = []

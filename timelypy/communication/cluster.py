@@ -1,0 +1,666 @@
+"""The cluster allocator: workers in several processes, over ZeroMQ.
+
+A cluster is ``processes`` processes of ``workers`` threads each; worker
+``process * workers + thread``.  Within a process, workers exchange batches
+by reference, exactly as :class:`~timelypy.communication.allocator.ProcessAllocator`
+does.  Between processes:
+
+**Sockets.**  Each process binds one ``ROUTER`` socket at *its own*
+configured address and nothing else.  Each worker thread owns one
+``DEALER`` per remote process for sending, so sending needs no lock and the
+messages from one worker to one process travel over one connection: FIFO per
+pair of workers, which the progress protocol needs.  The ``ROUTER`` is
+drained by whichever local worker steps (under a lock) and its messages are
+dispatched into the local workers' mailboxes.  There is no network thread:
+a worker pumps the network when it steps or parks, so no message waits for
+a thread switch (under the GIL that can take milliseconds).
+
+**Batches.**  A batch for a remote worker is encoded at once (so a record
+the codec cannot carry raises inside the operator that sent it, naming it)
+and buffered per destination process; buffers are sent when they pass
+:data:`FLUSH_BYTES` and at the end of every worker step, as one multipart
+message per destination.
+
+**Authentication.**  Every process must know the cluster's shared secret
+(``TIMELYPY_SECRET`` or the file named by ``TIMELYPY_SECRET_FILE``; the
+launcher makes one per run).  ZeroMQ CURVE keys are derived from the secret
+and the run's tag, and every socket requires them, so a connection without
+the secret fails its handshake inside libzmq -- before a single byte of it
+reaches Python, let alone a decoder.  Rejected handshakes are logged and the
+computation goes on.
+
+**Start-up.**  Processes may start in any order: each sends ``HELLO`` to
+every peer over a control connection (ZeroMQ retries connections) and
+waits, up to ``connect_timeout`` seconds, for a ``HELLO`` from every peer;
+then it names the addresses it never heard from.
+
+**Failure.**  Control connections use libzmq heartbeats, which run in
+libzmq's own threads: a peer that dies (even ``kill -9``) or stops
+answering is disconnected within :data:`HEARTBEAT_TIMEOUT` seconds, and the
+disconnection of a peer that did not say ``GOODBYE`` aborts every local
+worker with a :class:`~timelypy.errors.ClusterError` naming it.  A process
+whose worker raises sends ``ABORT`` with the error to every peer before
+exiting.  A process that completes says ``GOODBYE`` and closes its sockets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging as _pylogging
+import os
+import socket as _socket
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import zmq
+from zmq.utils import z85
+from zmq.utils.monitor import parse_monitor_message
+
+from timelypy.communication.allocator import Allocator, ProcessShared, Push
+from timelypy.communication.codec import Codec, make_codec
+from timelypy.communication.config import Config, parse_address
+from timelypy.errors import ClusterError, ConfigError, WorkerAborted
+
+__all__ = [
+    "ClusterNetwork",
+    "ClusterAllocator",
+    "execute_cluster",
+    "load_secret",
+    "SECRET_ENV",
+    "SECRET_FILE_ENV",
+]
+
+log = _pylogging.getLogger("timelypy.cluster")
+
+R = TypeVar("R")
+
+#: Environment variable holding the cluster's shared secret.
+SECRET_ENV = "TIMELYPY_SECRET"
+#: Environment variable naming a file that holds the shared secret.
+SECRET_FILE_ENV = "TIMELYPY_SECRET_FILE"
+#: Environment variable overriding the start-up timeout (seconds).
+CONNECT_TIMEOUT_ENV = "TIMELYPY_CONNECT_TIMEOUT"
+#: Environment variable naming the run (the Spark backend sets it per execution).
+RUN_ENV = "TIMELYPY_RUN"
+
+#: Default seconds to wait for every peer at start-up.
+CONNECT_TIMEOUT = 30.0
+#: Seconds between heartbeats on control connections.
+HEARTBEAT_INTERVAL = 0.3
+#: Seconds without an answer after which a peer is considered lost.
+HEARTBEAT_TIMEOUT = 1.5
+#: Seconds a disconnected peer has to show it said goodbye before it counts as lost.
+GOODBYE_GRACE = 0.5
+#: Buffered bytes for one destination process that trigger a send before the step ends.
+FLUSH_BYTES = 1 << 18
+#: Seconds a closing socket may spend delivering what is queued.
+LINGER_SECONDS = 2.0
+
+_HELLO, _GOODBYE, _ABORT, _DATA = 1, 2, 3, 4
+_KIND_BATCH, _KIND_OBJECT = 0, 1
+_ENTRY = struct.Struct("<IIIB")  # channel, source worker, destination worker, payload kind
+
+
+def load_secret(environ: dict[str, str] | None = None) -> bytes:
+    """Read the cluster secret from ``TIMELYPY_SECRET`` or ``TIMELYPY_SECRET_FILE``."""
+    env = os.environ if environ is None else environ
+    value = env.get(SECRET_ENV)
+    if value:
+        return value.encode()
+    path = env.get(SECRET_FILE_ENV)
+    if path:
+        try:
+            data = Path(path).read_bytes().strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read the cluster secret file {path!r} ({SECRET_FILE_ENV}): "
+                f"{exc.strerror or exc}"
+            ) from None
+        if not data:
+            raise ConfigError(f"the cluster secret file {path!r} is empty")
+        return data
+    raise ConfigError(
+        "a multi-process run needs a shared secret so that peers can prove they belong to "
+        f"the cluster: start it with `python -m timelypy.launch`, or set {SECRET_ENV} (or "
+        f"{SECRET_FILE_ENV}) to the same value in every process"
+    )
+
+
+def _curve_keys(secret: bytes, tag: bytes) -> tuple[bytes, bytes]:
+    """A CURVE key pair derived from the shared secret and run tag (same in every process)."""
+    seed = hashlib.sha256(b"timelypy-curve-v1\0" + tag + b"\0" + secret).digest()
+    secret_key = z85.encode(seed)
+    return zmq.curve_public(secret_key), secret_key
+
+
+def _resolve(address: str) -> tuple[str, int]:
+    host, port = parse_address(address)
+    try:
+        infos = _socket.getaddrinfo(host, port, _socket.AF_INET, _socket.SOCK_STREAM)
+    except _socket.gaierror:
+        infos = []
+    if infos:
+        return str(infos[0][4][0]), port
+    try:
+        infos = _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM)
+    except _socket.gaierror as exc:
+        raise ConfigError(f"cannot resolve host {host!r} of address {address!r}: {exc}") from None
+    ip = str(infos[0][4][0])
+    return (f"[{ip}]" if ":" in ip else ip), port
+
+
+class ClusterNetwork:
+    """One process's sockets: its ROUTER, control connections, and dispatch."""
+
+    def __init__(
+        self,
+        config: Config,
+        secret: bytes,
+        *,
+        run: str | None = None,
+        connect_timeout: float | None = None,
+    ) -> None:
+        self.config = config
+        self.process = config.process_index
+        self.processes = config.processes
+        self.workers = config.workers
+        self.peers = config.peers
+        self.addresses = config.resolved_addresses()
+        if connect_timeout is None:
+            connect_timeout = float(os.environ.get(CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT))
+        self.connect_timeout = connect_timeout
+        run = os.environ.get(RUN_ENV, "") if run is None else run
+        self.run = run
+        self.tag = hashlib.sha256(b"timelypy-run\0" + run.encode() + b"\0" + secret).digest()[:8]
+        self.codec: Codec = make_codec(config.serializer)
+        self.shared = ProcessShared(config.workers)
+        self.first_worker = self.process * self.workers
+        self._public, self._secret = _curve_keys(secret, self.tag)
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._hello: set[int] = set()
+        self._departed: set[int] = set()
+        self._suspects: dict[int, float] = {}
+        self._closed = False
+        self.context = zmq.Context()
+        self._endpoints = []
+        for address in self.addresses:
+            ip, port = _resolve(address)
+            self._endpoints.append(f"tcp://{ip}:{port}")
+        try:
+            self._router = self._bind()
+            self._control: dict[int, zmq.Socket[bytes]] = {}
+            self._monitors: dict[zmq.Socket[bytes], int] = {}
+            for peer in range(self.processes):
+                if peer != self.process:
+                    sock = self._dealer(b"c")
+                    sock.setsockopt(zmq.HEARTBEAT_IVL, int(HEARTBEAT_INTERVAL * 1000))
+                    sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(HEARTBEAT_TIMEOUT * 1000))
+                    sock.setsockopt(zmq.HEARTBEAT_TTL, int(HEARTBEAT_TIMEOUT * 1000))
+                    monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+                    sock.connect(self._endpoints[peer])
+                    self._control[peer] = sock
+                    self._monitors[monitor] = peer
+            self._router_monitor = self._router.get_monitor_socket(
+                zmq.EVENT_HANDSHAKE_FAILED_AUTH
+                | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+            )
+            self._poller = zmq.Poller()
+            self._poller.register(self._router, zmq.POLLIN)
+            self._poller.register(self._router_monitor, zmq.POLLIN)
+            for monitor in self._monitors:
+                self._poller.register(monitor, zmq.POLLIN)
+        except BaseException:
+            self.context.destroy(linger=0)
+            raise
+
+    # -- sockets ----------------------------------------------------------------
+
+    def _bind(self) -> zmq.Socket[bytes]:
+        router = self.context.socket(zmq.ROUTER)
+        router.curve_server = True
+        router.curve_secretkey = self._secret
+        router.curve_publickey = self._public
+        router.setsockopt(zmq.RCVHWM, 0)
+        router.setsockopt(zmq.LINGER, 0)
+        endpoint = self._endpoints[self.process]
+        try:
+            router.bind(endpoint)
+        except zmq.ZMQError as exc:
+            router.close(0)
+            address = self.addresses[self.process]
+            if exc.errno == zmq.EADDRINUSE:
+                raise ClusterError(
+                    f"process {self.process} cannot listen on {address} ({endpoint}): the port "
+                    "is already in use; pick another port in the host file or stop the other "
+                    "program"
+                ) from None
+            raise ClusterError(
+                f"process {self.process} cannot listen on {address} ({endpoint}): {exc}"
+            ) from None
+        return router
+
+    def _dealer(self, role: bytes) -> zmq.Socket[bytes]:
+        sock = self.context.socket(zmq.DEALER)
+        sock.curve_serverkey = self._public
+        sock.curve_publickey = self._public
+        sock.curve_secretkey = self._secret
+        sock.setsockopt(zmq.SNDHWM, 0)
+        sock.setsockopt(zmq.LINGER, int(LINGER_SECONDS * 1000))
+        sock.setsockopt(zmq.ROUTING_ID, self.tag + b":%d:" % self.process + role)
+        return sock
+
+    def worker_dealers(self, thread: int) -> dict[int, zmq.Socket[bytes]]:
+        """One connected DEALER per remote process, for worker thread ``thread``."""
+        dealers = {}
+        for peer in range(self.processes):
+            if peer != self.process:
+                sock = self._dealer(b"w%d" % thread)
+                sock.connect(self._endpoints[peer])
+                dealers[peer] = sock
+        return dealers
+
+    def process_of(self, worker: int) -> int:
+        """The process that runs global worker ``worker``."""
+        return worker // self.workers
+
+    # -- start-up and shut-down -------------------------------------------------
+
+    def _control_send(
+        self, kind: int, body: bytes = b"", peers: Sequence[int] | None = None
+    ) -> None:
+        header = struct.pack("<BI", kind, self.process)
+        with self._send_lock:
+            for peer in self._control if peers is None else peers:
+                if peer in self._departed:
+                    continue
+                try:
+                    self._control[peer].send_multipart([header, body], flags=zmq.NOBLOCK)
+                except zmq.ZMQError:
+                    pass
+
+    def handshake(self) -> None:
+        """Wait until every peer has said HELLO, or fail naming the silent ones."""
+        if self.processes == 1:
+            return
+        self._control_send(_HELLO)
+        deadline = time.monotonic() + self.connect_timeout
+        others = set(range(self.processes)) - {self.process}
+        while not others <= self._hello:
+            self.check()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                missing = sorted(others - self._hello)
+                raise ClusterError(
+                    f"process {self.process} heard nothing from process(es) {missing} at "
+                    f"{', '.join(self.addresses[p] for p in missing)} within "
+                    f"{self.connect_timeout:g} s: are they running, with the same host file "
+                    f"and secret, and reachable from {self.addresses[self.process]}?"
+                )
+            self.pump(min(remaining, 0.1), wait=True)
+
+    def goodbye(self) -> None:
+        """Tell every peer this process is done (a disconnection is then expected)."""
+        self._control_send(_GOODBYE)
+
+    def announce_failure(self, error: BaseException) -> None:
+        """Tell every peer this process failed, with the error's description."""
+        text = f"{type(error).__name__}: {error}"
+        notes = getattr(error, "__notes__", None)
+        if notes:
+            text += " (" + "; ".join(notes) + ")"
+        self._control_send(_ABORT, text.encode("utf-8", "replace"))
+
+    def close(self) -> None:
+        """Close every socket; wait (bounded) for queued messages to be delivered."""
+        if self._closed:
+            return
+        self._closed = True
+        for monitor in list(self._monitors):
+            monitor.close(0)
+        self._router_monitor.close(0)
+        for peer, sock in self._control.items():
+            try:
+                sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            sock.close(0 if peer in self._departed else int(LINGER_SECONDS * 1000))
+        self._router.close(0)
+        self.context.term()
+
+    # -- receiving --------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise the recorded failure, if any."""
+        failure = self.shared.failure
+        if failure is not None:
+            raise failure
+
+    def pump(self, timeout: float, *, wait: bool = False) -> bool:
+        """Receive and dispatch whatever arrived, waiting up to ``timeout`` s for something.
+
+        Returns whether it pumped (another worker may be pumping already).
+        """
+        if not self._lock.acquire(blocking=wait):
+            return False
+        try:
+            if self._closed:
+                return True
+            events = dict(self._poller.poll(int(timeout * 1000))) if timeout > 0 else None
+            router = self._router
+            if events is None or router in events:
+                while True:
+                    try:
+                        frames = router.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    self._dispatch(frames)
+            self._drain_monitors()
+            return True
+        finally:
+            self._lock.release()
+
+    def _drain_monitors(self) -> None:
+        for monitor, peer in self._monitors.items():
+            while True:
+                try:
+                    message = monitor.recv_multipart(flags=zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                parse_monitor_message(message)
+                if peer not in self._departed and not self._closed:
+                    # A peer says GOODBYE on one connection and then closes another, so
+                    # the disconnection may overtake the goodbye: give it a moment.
+                    self._suspects.setdefault(peer, time.monotonic())
+        if self._suspects:
+            now = time.monotonic()
+            for peer, since in list(self._suspects.items()):
+                if peer in self._departed:
+                    del self._suspects[peer]
+                elif now - since >= GOODBYE_GRACE:
+                    del self._suspects[peer]
+                    self._departed.add(peer)  # nothing more can reach it: do not linger
+                    self.shared.abort(
+                        ClusterError(
+                            f"lost process {peer} at {self.addresses[peer]}: its connection "
+                            "dropped without a goodbye (the process died or stopped answering)"
+                        ),
+                        None,
+                    )
+        while True:
+            try:
+                message = self._router_monitor.recv_multipart(flags=zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            info = parse_monitor_message(message)
+            log.warning(
+                "process %d rejected a connection on %s: it did not authenticate with the "
+                "cluster secret (event %s)",
+                self.process,
+                info.get("endpoint", b"").decode(errors="replace"),
+                info.get("event"),
+            )
+
+    def _dispatch(self, frames: list[Any]) -> None:
+        routing = frames[0].bytes
+        if not routing.startswith(self.tag):
+            log.warning("process %d ignored a message from another run", self.process)
+            return
+        header = frames[1].bytes
+        kind = header[0]
+        if kind == _DATA:
+            self._deliver(header, frames)
+            return
+        sender = struct.unpack_from("<I", header, 1)[0]
+        if kind == _HELLO:
+            self._hello.add(sender)
+        elif kind == _GOODBYE:
+            self._departed.add(sender)
+        elif kind == _ABORT:
+            text = frames[2].bytes.decode("utf-8", "replace")
+            self._departed.add(sender)
+            self.shared.abort(
+                ClusterError(f"process {sender} at {self.addresses[sender]} failed: {text}"),
+                None,
+            )
+
+    def _deliver(self, header: bytes, frames: list[Any]) -> None:
+        shared = self.shared
+        codec = self.codec
+        first = self.first_worker
+        count = (len(header) - 1) // _ENTRY.size
+        for i in range(count):
+            offset = 1 + i * _ENTRY.size
+            channel, _source, target, payload_kind = _ENTRY.unpack_from(header, offset)
+            payload = frames[2 + i].buffer
+            if payload_kind == _KIND_BATCH:
+                message = codec.decode_batch(payload)
+            else:
+                message = codec.decode(payload)
+            local = target - first
+            shared.mailbox(channel, target).append(message)
+            shared.events[local].append(channel)
+            shared.wakers[local].set()
+
+
+class ClusterAllocator(Allocator):
+    """A worker thread's view of the cluster: local mailboxes plus remote sends."""
+
+    def __init__(self, network: ClusterNetwork, thread: int) -> None:
+        self.network = network
+        self.thread = thread
+        self.index = network.first_worker + thread
+        self.peers = network.peers
+        self.shared = network.shared
+        self._events = network.shared.events[thread]
+        self._waker = network.shared.wakers[thread]
+        self._dealers: dict[int, zmq.Socket[bytes]] | None = None
+        # destination process -> (header entries, payloads)
+        self._out: dict[int, tuple[list[bytes], list[bytes]]] = {}
+        self._out_bytes = 0
+        self._last_encoded: tuple[Any, bytes] | None = None
+
+    def allocate(self, channel: int, context: str | None = None) -> tuple[list[Push], deque[Any]]:
+        """Pushers to every worker of the cluster on ``channel``, and this worker's mailbox."""
+        network = self.network
+        shared = self.shared
+        first = network.first_worker
+        pushers: list[Push] = []
+        for worker in range(self.peers):
+            local = worker - first
+            if 0 <= local < network.workers:
+                box = shared.mailbox(channel, worker)
+                if worker == self.index:
+                    pushers.append(box.append)
+                else:
+                    pushers.append(
+                        _local_pusher(box, shared.events[local], shared.wakers[local], channel)
+                    )
+            else:
+                pushers.append(self._remote_pusher(channel, worker, context))
+        return pushers, shared.mailbox(channel, self.index)
+
+    def _remote_pusher(self, channel: int, worker: int, context: str | None) -> Push:
+        codec = self.network.codec
+        process = self.network.process_of(worker)
+        source = self.index
+        where = context or f"channel {channel} on worker {source}"
+        pack = _ENTRY.pack
+
+        def push(message: Any) -> None:
+            if process in self.network._departed:
+                return
+            if type(message) is tuple and len(message) == 2 and type(message[1]) is list:
+                kind = _KIND_BATCH
+            else:
+                kind = _KIND_OBJECT
+            cached = self._last_encoded
+            if cached is not None and cached[0] is message:
+                payload = cached[1]  # a broadcast: encode once for every destination
+            else:
+                if kind == _KIND_BATCH:
+                    payload = codec.encode_batch(message[0], message[1], context=where)
+                else:
+                    payload = codec.encode(message, context=where)
+                self._last_encoded = (message, payload)
+            entry = pack(channel, source, worker, kind)
+            out = self._out.get(process)
+            if out is None:
+                out = self._out[process] = ([], [])
+            out[0].append(entry)
+            out[1].append(payload)
+            self._out_bytes += len(payload)
+            if self._out_bytes >= FLUSH_BYTES:
+                self.release()
+
+        return push
+
+    def receive(self) -> None:
+        """Dispatch whatever arrived from other processes (unless another worker is)."""
+        self.network.pump(0)
+
+    def take_events(self) -> list[int]:
+        """Drain this worker's event queue."""
+        events = self._events
+        if not events:
+            return []
+        taken = []
+        pop = events.popleft
+        while events:
+            taken.append(pop())
+        return taken
+
+    def await_events(self, timeout: float | None) -> None:
+        """Park until a message arrives, a failure is recorded, or ``timeout`` passes."""
+        self.release()
+        waker = self._waker
+        waker.clear()
+        if self._events or self.shared.failure is not None:
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        # Alone in the process, poll the network for the whole wait; otherwise in
+        # short slices so that local wake-ups are noticed promptly.
+        slice_ = 0.25 if self.network.workers == 1 else 0.005
+        while not self._events and self.shared.failure is None:
+            remaining = slice_ if deadline is None else min(slice_, deadline - time.monotonic())
+            if remaining <= 0:
+                return
+            if not self.network.pump(remaining, wait=self.network.workers == 1):
+                waker.wait(remaining)
+
+    def release(self) -> None:
+        """Send the buffered batches, one multipart message per destination process."""
+        if not self._out:
+            return
+        dealers = self._dealers
+        if dealers is None:
+            dealers = self._dealers = self.network.worker_dealers(self.thread)
+        out = self._out
+        self._out = {}
+        self._out_bytes = 0
+        self._last_encoded = None
+        for process, (entries, payloads) in out.items():
+            header = bytes([_DATA]) + b"".join(entries)
+            try:
+                dealers[process].send_multipart([header, *payloads], copy=False)
+            except zmq.ZMQError as exc:
+                raise ClusterError(
+                    f"worker {self.index} could not send to process {process} at "
+                    f"{self.network.addresses[process]}: {exc}"
+                ) from None
+
+    def check(self) -> None:
+        """Raise if this process or a peer failed."""
+        shared = self.shared
+        failure = shared.failure
+        if failure is not None:
+            if isinstance(failure, ClusterError):
+                raise failure
+            if shared.failed_worker != self.index:
+                raise WorkerAborted(
+                    f"worker {self.index} stopped because worker {shared.failed_worker} failed: "
+                    f"{type(failure).__name__}: {failure}"
+                )
+
+    def abort(self, reason: BaseException) -> None:
+        """Record this worker's failure; local workers stop at their next step."""
+        self.shared.abort(reason, self.index)
+
+    def close(self) -> None:
+        """Send what is buffered and close this worker's sockets."""
+        try:
+            if self.shared.failure is None:
+                self.release()
+        finally:
+            if self._dealers is not None:
+                for process, sock in self._dealers.items():
+                    departed = process in self.network._departed
+                    sock.close(0 if departed or self.shared.failure else None)
+                self._dealers = None
+
+
+def _local_pusher(
+    box: deque[Any], events: deque[int], waker: threading.Event, channel: int
+) -> Push:
+    append = box.append
+    record = events.append
+    wake = waker.set
+
+    def push(message: Any) -> None:
+        append(message)
+        record(channel)
+        wake()
+
+    return push
+
+
+def execute_cluster(config: Config, func: Callable[[Any], R]) -> list[R]:
+    """Run this process's share of a cluster computation; see the module documentation.
+
+    Returns this process's workers' results, in worker order.  Raises the
+    first failure: this process's own worker error, or a
+    :class:`~timelypy.errors.ClusterError` for a lost or failed peer.
+    """
+    from timelypy.execute import _annotate, run_threads, run_worker
+    from timelypy.worker import Worker
+
+    secret = load_secret()
+    network = ClusterNetwork(config, secret)
+    allocators = [ClusterAllocator(network, thread) for thread in range(config.workers)]
+    try:
+        network.handshake()
+        if config.workers == 1:
+            worker = Worker(allocators[0], config)
+            try:
+                results = [run_worker(worker, func)]
+            except BaseException as exc:
+                if not isinstance(exc, WorkerAborted | ClusterError):
+                    _annotate(exc, worker.index)
+                    allocators[0].abort(exc)
+                raise
+        else:
+            results = run_threads(allocators, config, func)
+        for allocator in allocators:
+            allocator.release()
+        network.goodbye()
+        return results
+    except BaseException as exc:
+        failure = network.shared.failure
+        if not isinstance(failure, ClusterError) and not isinstance(exc, ClusterError):
+            network.announce_failure(failure if failure is not None else exc)
+        if isinstance(exc, WorkerAborted) and isinstance(failure, ClusterError):
+            raise failure from None
+        raise
+    finally:
+        for allocator in allocators:
+            try:
+                allocator.close()
+            except Exception:
+                log.debug("error while closing worker sockets", exc_info=True)
+        network.close()
