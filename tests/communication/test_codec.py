@@ -436,3 +436,17 @@ def test_msgpack_codec_is_safe_to_share_between_threads() -> None:
 
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(work, range(8)))
+
+
+def test_ok_and_err_round_trip_exactly():
+    from timelypy import Err, Ok
+
+    codec = MsgpackCodec()
+    value = [Ok((1, "a")), Err({"why": [Ok(2)]}), (Ok(None), Err(Product(1, 2)))]
+    back = codec.decode(codec.encode(value))
+    assert back == value
+    assert type(back[0]) is Ok and type(back[0].value) is tuple
+    assert type(back[1]) is Err and type(back[1].value["why"][0]) is Ok
+    time, records = codec.decode_batch(codec.encode_batch(3, [Ok(1), Err(2), Ok(3), Ok(4)]))
+    assert time == 3 and records == [Ok(1), Err(2), Ok(3), Ok(4)]
+    assert [type(r) for r in records] == [Ok, Err, Ok, Ok]

@@ -28,7 +28,8 @@ msgpack has one array type, so tuples need marking.  Values are packed with
 natively in C, and every other type reaches one ``default`` hook.  The hook
 turns a ``tuple`` into the array ``[*items, TUPLE]``, a ``Product`` into
 ``[outer, inner, PRODUCT]``, a set into ``[*items, SET]`` (or ``FROZENSET``),
-where the trailing marker is an empty ext value (codes 81-84); an ``int``
+where the trailing marker is an empty ext value (codes 81-86; ``Ok(v)``
+and ``Err(v)`` become ``[v, OK]`` and ``[v, ERR]``); an ``int``
 outside the 64-bit range becomes ext 80 holding its two's-complement
 big-endian bytes.  Anything else is an error.  On decode, ext markers become
 sentinel objects and a ``list_hook`` rebuilds any array that ends in one.  The
@@ -84,7 +85,7 @@ record, so extra garbage collection).  An ``ExtType`` of two packed int64s for
 
 Known limits: msgpack's packer handles ``bytearray`` and ``memoryview``
 natively even in strict mode, so they arrive as ``bytes``; a user value of
-type ``msgpack.ExtType`` is passed through and must not use codes 80-84;
+type ``msgpack.ExtType`` is passed through and must not use codes 80-86;
 strings holding lone surrogates cannot be encoded (UTF-8).
 """
 
@@ -101,6 +102,7 @@ from msgpack import ExtType, Packer, unpackb
 
 from timelypy.errors import ConfigError, SerializationError
 from timelypy.order import Product
+from timelypy.result import Err, Ok
 
 __all__ = [
     "Codec",
@@ -130,13 +132,19 @@ _EXT_TUPLE = 81
 _EXT_PRODUCT = 82
 _EXT_SET = 83
 _EXT_FROZENSET = 84
+_EXT_OK = 85
+_EXT_ERR = 86
 
 _TUPLE_MARK = ExtType(_EXT_TUPLE, b"")
 _PRODUCT_MARK = ExtType(_EXT_PRODUCT, b"")
 _SET_MARK = ExtType(_EXT_SET, b"")
 _FROZENSET_MARK = ExtType(_EXT_FROZENSET, b"")
+_OK_MARK = ExtType(_EXT_OK, b"")
+_ERR_MARK = ExtType(_EXT_ERR, b"")
 
-_SUPPORTED = "None, bool, int, float, str, bytes, tuple, list, dict, set, frozenset and Product"
+_SUPPORTED = (
+    "None, bool, int, float, str, bytes, tuple, list, dict, set, frozenset, Product, Ok and Err"
+)
 
 
 class _Marker:
@@ -157,11 +165,23 @@ def _build_product(items: list[Any]) -> Product:
     return _new_tuple(Product, items)  # what Product(outer, inner) does, one call less
 
 
+def _build_ok(items: list[Any]) -> Ok:
+    (value,) = items
+    return Ok(value)
+
+
+def _build_err(items: list[Any]) -> Err:
+    (value,) = items
+    return Err(value)
+
+
 _MARKERS = {
     _EXT_TUPLE: _Marker(tuple),
     _EXT_PRODUCT: _Marker(_build_product),
     _EXT_SET: _Marker(set),
     _EXT_FROZENSET: _Marker(frozenset),
+    _EXT_OK: _Marker(_build_ok),
+    _EXT_ERR: _Marker(_build_err),
 }
 
 
@@ -212,6 +232,12 @@ class _Encoder:
         if kind is frozenset:
             self.marked = _MARKED
             return [*value, _FROZENSET_MARK]
+        if kind is Ok:
+            self.marked = _MARKED
+            return [value.value, _OK_MARK]
+        if kind is Err:
+            self.marked = _MARKED
+            return [value.value, _ERR_MARK]
         raise _Unsupported(value)
 
 
