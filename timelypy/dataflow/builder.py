@@ -144,12 +144,18 @@ class OperatorBuilder:
         handle = op.add_output(_late_push(tee))
         output = handle._index
         if connection is None:
+            # Every input reaches the new output unchanged -- unless the input
+            # already declared a summary for it.
             for summaries in self._connection:
-                summaries[output] = [self._identity]
+                summaries.setdefault(output, [self._identity])
         else:
-            for i, summaries in enumerate(self._connection):
-                if i in connection:
-                    summaries[output] = _as_list(connection[i])
+            for i, summary in connection.items():
+                if not 0 <= int(i) < len(self._connection):
+                    raise PortError(
+                        f"operator {self.name!r}: new_output connection names input {i}, "
+                        f"but the operator has {len(self._connection)} input(s)"
+                    )
+                self._connection[int(i)][output] = _as_list(summary)
         return handle, Stream(self.scope, (self.index, output), tee)
 
     def set_notify_for(self, input_index: int, interest: FrontierInterest) -> None:

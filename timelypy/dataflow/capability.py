@@ -19,6 +19,10 @@ to rely on, so timelypy uses an explicit protocol:
   it to something that takes ownership: ``notificator.notify_at(cap)``,
   ``CapabilitySet.insert(cap)``).  :meth:`Capability.downgrade` moves it to a
   later time in place.
+* A capability handed to a notificator or a :class:`CapabilitySet` is
+  **held** by it: you may still read its time, mint from it or send with it,
+  but only its holder releases it -- ``drop``, ``downgrade`` or ``retain`` on
+  it raise.  The notificator gives it back (borrowed) when it delivers.
 * An :class:`InputCapability` (paired with each input message) is valid
   only during the activation that received it.  ``retain()`` turns it into
   an owned :class:`Capability`; ``delayed(t)`` into a borrowed one at a
@@ -43,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Capability", "InputCapability", "CapabilitySet"]
 
-_BORROWED, _OWNED, _RELEASED = 0, 1, 2
+_BORROWED, _OWNED, _RELEASED, _HELD = 0, 1, 2, 3
 
 
 def _where(op: LeafOperator) -> str:
@@ -108,6 +112,14 @@ class Capability:
                 "of the activation that made them; call retain() to keep one)"
             )
 
+    def _check_mine(self, action: str) -> None:
+        self._check(action)
+        if self._state == _HELD:
+            raise CapabilityError(
+                f"{_where(self._op)}: cannot {action} the capability at time {self._time!r}: "
+                "a notificator or CapabilitySet holds it and will release it itself"
+            )
+
     def _check_time(self, new_time: Any, action: str) -> None:
         try:
             ok = less_equal(self._time, new_time)
@@ -145,7 +157,7 @@ class Capability:
 
     def downgrade(self, new_time: Any) -> None:
         """Move this capability to ``new_time`` (``>=`` :attr:`time`) in place."""
-        self._check("downgrade")
+        self._check_mine("downgrade")
         self._check_time(new_time, "downgrade")
         if new_time == self._time:
             return
@@ -160,18 +172,21 @@ class Capability:
 
     def retain(self) -> Capability:
         """Keep this capability beyond the current activation; return it."""
-        self._check("retain")
+        self._check_mine("retain")
         self._state = _OWNED
         return self
 
     def drop(self) -> None:
         """Release this capability."""
-        self._check("drop")
+        self._check_mine("drop")
         self._release()
 
     release = drop
 
     def _release(self) -> None:
+        """Release unless already released (owners may race the user's own drop)."""
+        if self._state == _RELEASED:
+            return
         op = self._op
         internal = op.internals[self._output]
         internal[self._time] = internal.get(self._time, 0) - 1
@@ -180,15 +195,23 @@ class Capability:
             op._changed_outside()
 
     def _borrow(self) -> Capability:
-        """Turn an owned capability into one borrowed by the running activation."""
+        """Hand a held capability to the running activation, which then borrows it."""
         borrowed = self._op._borrowed
-        if borrowed is not None and self._state == _OWNED:
+        if borrowed is None:
+            if self._state == _HELD:
+                self._state = _OWNED
+        elif self._state in (_OWNED, _HELD):
             self._state = _BORROWED
             borrowed.append(self)
         return self
 
+    def _hold(self, action: str) -> None:
+        """Let a notificator or set take this capability from its user."""
+        self._check_mine(action)
+        self._state = _HELD
+
     def __repr__(self) -> str:
-        state = ("borrowed", "owned", "released")[self._state]
+        state = ("borrowed", "owned", "released", "held")[self._state]
         return f"Capability(time={self._time!r}, output={self._output}, {state})"
 
 
@@ -224,7 +247,7 @@ class InputCapability:
 
     def valid_for_output(self, output: int) -> bool:
         """Whether this capability allows sending at its own time on ``output``."""
-        return self._op._identity_path[self._input][output]
+        return output in self._op._identity_path[self._input]
 
     def delayed(self, new_time: Any, output: int = 0) -> Capability:
         """Mint a borrowed capability at ``new_time`` on ``output``.
@@ -280,10 +303,18 @@ class CapabilitySet:
         for cap in capabilities:
             self.insert(cap)
 
+    def _live(self) -> list[Capability]:
+        """The elements not released behind the set's back (a user's ``drop``)."""
+        elements = self._elements
+        if any(c._state == _RELEASED for c in elements):
+            elements = self._elements = [c for c in elements if c._state != _RELEASED]
+        return elements
+
     def insert(self, capability: Capability) -> None:
         """Take ownership of ``capability``, keeping the set minimal."""
-        capability._check("insert")
-        capability._state = _OWNED
+        if any(c is capability for c in self._live()):
+            return
+        capability._hold("insert into a CapabilitySet")
         time = capability.time
         if any(less_equal(c.time, time) for c in self._elements):
             capability._release()
@@ -299,7 +330,7 @@ class CapabilitySet:
 
     def delayed(self, time: Any) -> Capability:
         """Mint a capability at ``time`` from an element ``<=`` it."""
-        for cap in self._elements:
+        for cap in self._live():
             if less_equal(cap.time, time):
                 return cap.delayed(time)
         op_name = _where(self._elements[0]._op) if self._elements else "capability set"
@@ -310,7 +341,7 @@ class CapabilitySet:
 
     def try_delayed(self, time: Any) -> Capability | None:
         """Like :meth:`delayed`, but return ``None`` if no element is ``<=`` ``time``."""
-        for cap in self._elements:
+        for cap in self._live():
             if less_equal(cap.time, time):
                 return cap.delayed(time)
         return None
@@ -322,13 +353,16 @@ class CapabilitySet:
         frontier releases everything.
         """
         times = list(frontier)
+        elements = self._live()
         for time in times:
-            if not any(less_equal(c.time, time) for c in self._elements):
+            if not any(less_equal(c.time, time) for c in elements):
+                where = _where(elements[0]._op) if elements else "capability set"
                 raise CapabilityError(
-                    f"cannot downgrade the capability set {[c.time for c in self._elements]!r} "
-                    f"to {times!r}: {time!r} is beyond no element"
+                    f"{where}: cannot downgrade the capability set "
+                    f"{[c.time for c in elements]!r} to {times!r}: {time!r} is not beyond any "
+                    "element"
                 )
-        new = [self.delayed(t).retain() for t in times]
+        new = [self.delayed(t) for t in times]
         for cap in self._elements:
             cap._release()
         self._elements = []
@@ -337,7 +371,8 @@ class CapabilitySet:
 
     def first(self) -> Capability | None:
         """Return some element, or ``None`` if the set is empty."""
-        return self._elements[0] if self._elements else None
+        elements = self._live()
+        return elements[0] if elements else None
 
     def clear(self) -> None:
         """Release every capability."""
@@ -347,17 +382,17 @@ class CapabilitySet:
 
     def is_empty(self) -> bool:
         """Whether the set holds no capability."""
-        return not self._elements
+        return not self._live()
 
     def times(self) -> list[Any]:
         """The times of the held capabilities."""
-        return [c.time for c in self._elements]
+        return [c.time for c in self._live()]
 
     def __iter__(self) -> Iterator[Capability]:
-        return iter(list(self._elements))
+        return iter(list(self._live()))
 
     def __len__(self) -> int:
-        return len(self._elements)
+        return len(self._live())
 
     def __repr__(self) -> str:
         return f"CapabilitySet({self.times()!r})"

@@ -32,7 +32,7 @@ import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
-from timelypy.dataflow.capability import _OWNED, Capability
+from timelypy.dataflow.capability import _RELEASED, Capability
 
 __all__ = ["FrontierNotificator", "Notificator", "EagerNotificator"]
 
@@ -65,14 +65,12 @@ class FrontierNotificator:
 
     def notify_at(self, cap: Capability) -> None:
         """Request a notification at ``cap.time``; the notificator takes ``cap``."""
-        cap._check("notify at")
-        cap._state = _OWNED
+        cap._hold("notify at")
         self._pending.append([cap, 1])
 
     def notify_at_frontiered(self, cap: Capability, frontiers: Sequence[_FrontierLike]) -> None:
         """Like :meth:`notify_at`, but available at once if ``cap.time`` is already complete."""
-        cap._check("notify at")
-        cap._state = _OWNED
+        cap._hold("notify at")
         if _complete(frontiers, cap.time):
             heapq.heappush(self._available, (cap.time, next(self._seq), cap, 1))
         else:
@@ -86,6 +84,8 @@ class FrontierNotificator:
         merged: dict[Any, list[Any]] = {}
         for entry in pending:
             cap, count = entry
+            if cap._state == _RELEASED:
+                continue  # the user dropped it: nothing to deliver
             existing = merged.get(cap.time)
             if existing is None:
                 merged[cap.time] = entry
@@ -212,8 +212,7 @@ class EagerNotificator:
 
     def notify_at(self, cap: Capability, items: Sequence[Any] = ()) -> None:
         """Queue ``items`` for ``cap.time`` and ask for its close; takes ``cap``."""
-        cap._check("notify at")
-        cap._state = _OWNED
+        cap._hold("notify at")
         entry = self._epochs.get(cap.time)
         if entry is None:
             self._epochs[cap.time] = [cap, list(items)]

@@ -182,13 +182,36 @@ class OperatorInput:
 
 
 class Session:
-    """Sends records at one time on one output (from ``output.session(cap)``)."""
+    """Sends records at one time on one output (from ``output.session(cap)``).
 
-    __slots__ = ("_output", "_time")
+    A session is only good while its capability is: during the activation
+    that opened it, and (for a :class:`Capability`) until it is released.
+    """
 
-    def __init__(self, output: OperatorOutput, time: Any) -> None:
+    __slots__ = ("_activation", "_cap", "_output", "_time")
+
+    def __init__(self, output: OperatorOutput, cap: Capability | InputCapability) -> None:
         self._output = output
-        self._time = time
+        self._time = cap.time
+        self._cap = cap if type(cap) is Capability else None
+        self._activation = output._op._activation
+
+    def _check(self) -> None:
+        output = self._output
+        op = output._op
+        cap = self._cap
+        if self._activation != op._activation or op._borrowed is None:
+            raise CapabilityError(
+                f"operator {op.name!r} (worker {op.worker_index}), output {output._index}: a "
+                f"session at time {self._time!r} was used outside the activation that opened "
+                "it; open a new session with a capability you hold"
+            )
+        if cap is not None and cap._state == _RELEASED:
+            raise CapabilityError(
+                f"operator {op.name!r} (worker {op.worker_index}), output {output._index}: the "
+                f"capability of this session (time {self._time!r}) was released; a session "
+                "cannot send without one"
+            )
 
     @property
     def time(self) -> Any:
@@ -199,6 +222,7 @@ class Session:
         """Send one record (buffered; sent in batches)."""
         output = self._output
         if output._buffer_time != self._time:
+            self._check()
             output._switch(self._time)
         buffer = output._buffer
         buffer.append(record)
@@ -208,6 +232,7 @@ class Session:
     def give_batch(self, records: list[Any]) -> None:
         """Send a list of records; the list is handed over, not copied."""
         if records:
+            self._check()
             self._output._send(self._time, records)
 
     give_vec = give_batch
@@ -217,6 +242,7 @@ class Session:
         """Send every record of an iterable."""
         batch = records if type(records) is list else list(records)
         if batch:
+            self._check()
             self._output._send(self._time, batch)
 
     def __enter__(self) -> Session:
@@ -257,7 +283,7 @@ class OperatorOutput:
             if (
                 cap._activation != op._activation  # type: ignore[union-attr]
                 or op._borrowed is None
-                or not op._identity_path[cap._input][self._index]  # type: ignore[union-attr]
+                or self._index not in op._identity_path[cap._input]  # type: ignore[union-attr]
             ):
                 self._reject(cap)
         else:
@@ -266,7 +292,7 @@ class OperatorOutput:
                 f"or an InputCapability, not {cap!r} ({type(cap).__name__}); a bare time "
                 "does not give the right to send"
             )
-        return Session(self, cap.time)
+        return Session(self, cap)
 
     def give_batch(self, cap: Capability | InputCapability, records: list[Any]) -> None:
         """Shorthand for ``session(cap).give_batch(records)``."""
@@ -349,7 +375,7 @@ class LeafOperator(Operate):
         self._inputs: list[OperatorInput] = []
         self._outputs: list[OperatorOutput] = []
         self._frontiers: list[Frontier] = []
-        self._identity_path: list[list[bool]] = []
+        self._identity_path: list[set[int]] = []
         self._running = False
 
     # -- construction -------------------------------------------------------
@@ -378,11 +404,14 @@ class LeafOperator(Operate):
     def finish_shape(self, connectivity: Connectivity) -> None:
         """Fix the connectivity; compute which input/output paths keep times unchanged."""
         self.connectivity = connectivity
+        # Per input, the outputs it reaches without changing the time (sparse: an
+        # operator with many inputs and outputs often connects each to few).
         self._identity_path = [
-            [
-                any(is_identity_summary(s) for s in port_conn.get(output, ()))
-                for output in range(self.outputs)
-            ]
+            {
+                output
+                for output, summaries in port_conn.items()
+                if any(is_identity_summary(s) for s in summaries)
+            }
             for port_conn in connectivity
         ]
 
