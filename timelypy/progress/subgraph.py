@@ -333,7 +333,13 @@ class Subgraph(Operate):
                 self._local = {}
         if self._final:
             self._mark_self()
-        return self._incomplete_count > 0 or self.tracker.tracking_anything()  # type: ignore[union-attr]
+        # Children activated by the last propagation (say, by their inputs'
+        # frontiers becoming empty) must still run before the scope is done.
+        return (
+            self._incomplete_count > 0
+            or bool(self._pending)
+            or self.tracker.tracking_anything()  # type: ignore[union-attr]
+        )
 
     def _activate_child(self, index: int) -> None:
         child: Operate = self.children[index]  # type: ignore[assignment]

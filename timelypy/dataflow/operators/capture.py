@@ -182,9 +182,10 @@ def replay_into(event_streams: Sequence[Iterable[Event] | CaptureQueue], scope: 
         def logic(frontiers: Any) -> None:
             if not started[0]:
                 started[0] = True
-                # The operator starts with one capability per worker; this worker's
-                # share becomes one per replayed source.
-                internal[minimum] = internal.get(minimum, 0) + count - 1
+                # This worker's share of the initial capabilities was released when
+                # the constructor returned (it was not retained); it now holds one
+                # per replayed source, each of which starts at the minimum.
+                internal[minimum] = internal.get(minimum, 0) + count
             waiting = False
             for index, source in enumerate(sources):
                 while True:
