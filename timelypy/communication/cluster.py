@@ -70,7 +70,10 @@ __all__ = [
     "ClusterNetwork",
     "ClusterAllocator",
     "execute_cluster",
+    "run_cluster",
     "load_secret",
+    "run_tag",
+    "curve_keys",
     "SECRET_ENV",
     "SECRET_FILE_ENV",
 ]
@@ -102,6 +105,11 @@ FLUSH_BYTES = 1 << 18
 LINGER_SECONDS = 2.0
 
 _HELLO, _GOODBYE, _ABORT, _DATA = 1, 2, 3, 4
+_HANDSHAKE_FAILURES = {
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "wrong keys",
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "protocol or security mechanism mismatch",
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake failed",
+}
 _KIND_BATCH, _KIND_OBJECT = 0, 1
 _ENTRY = struct.Struct("<IIIB")  # channel, source worker, destination worker, payload kind
 
@@ -131,7 +139,12 @@ def load_secret(environ: dict[str, str] | None = None) -> bytes:
     )
 
 
-def _curve_keys(secret: bytes, tag: bytes) -> tuple[bytes, bytes]:
+def run_tag(secret: bytes, run: str) -> bytes:
+    """The 8-byte tag of a run (and execution): it prefixes routing ids and salts the keys."""
+    return hashlib.sha256(b"timelypy-run\0" + run.encode() + b"\0" + secret).digest()[:8]
+
+
+def curve_keys(secret: bytes, tag: bytes) -> tuple[bytes, bytes]:
     """A CURVE key pair derived from the shared secret and run tag (same in every process)."""
     seed = hashlib.sha256(b"timelypy-curve-v1\0" + tag + b"\0" + secret).digest()
     secret_key = z85.encode(seed)
@@ -139,7 +152,7 @@ def _curve_keys(secret: bytes, tag: bytes) -> tuple[bytes, bytes]:
 
 
 def _resolve(address: str) -> tuple[str, int]:
-    host, port = parse_address(address)
+    host, port = parse_address(address, allow_any_port=True)
     try:
         infos = _socket.getaddrinfo(host, port, _socket.AF_INET, _socket.SOCK_STREAM)
     except _socket.gaierror:
@@ -164,48 +177,47 @@ class ClusterNetwork:
         *,
         run: str | None = None,
         connect_timeout: float | None = None,
+        bind: str | None = None,
     ) -> None:
+        """Bind this process's socket and connect to its peers.
+
+        ``bind`` overrides the address to listen on (``host:0`` picks a free
+        port, see :attr:`endpoint`); then peers' addresses may be supplied
+        later with :meth:`connect` (``config.addresses`` is not used).
+        """
         self.config = config
         self.process = config.process_index
         self.processes = config.processes
         self.workers = config.workers
         self.peers = config.peers
-        self.addresses = config.resolved_addresses()
         if connect_timeout is None:
             connect_timeout = float(os.environ.get(CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT))
         self.connect_timeout = connect_timeout
         run = os.environ.get(RUN_ENV, "") if run is None else run
         self.run = run
-        self.tag = hashlib.sha256(b"timelypy-run\0" + run.encode() + b"\0" + secret).digest()[:8]
+        self.tag = run_tag(secret, run)
         self.codec: Codec = make_codec(config.serializer)
         self.shared = ProcessShared(config.workers)
         self.first_worker = self.process * self.workers
-        self._public, self._secret = _curve_keys(secret, self.tag)
+        self._public, self._secret = curve_keys(secret, self.tag)
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._hello: set[int] = set()
         self._departed: set[int] = set()
         self._suspects: dict[int, float] = {}
         self._closed = False
+        self._control: dict[int, zmq.Socket[bytes]] = {}
+        self._monitors: dict[zmq.Socket[bytes], int] = {}
+        self.addresses: tuple[str, ...] = ()
+        self._endpoints: list[str] = []
         self.context = zmq.Context()
-        self._endpoints = []
-        for address in self.addresses:
-            ip, port = _resolve(address)
-            self._endpoints.append(f"tcp://{ip}:{port}")
         try:
-            self._router = self._bind()
-            self._control: dict[int, zmq.Socket[bytes]] = {}
-            self._monitors: dict[zmq.Socket[bytes], int] = {}
-            for peer in range(self.processes):
-                if peer != self.process:
-                    sock = self._dealer(b"c")
-                    sock.setsockopt(zmq.HEARTBEAT_IVL, int(HEARTBEAT_INTERVAL * 1000))
-                    sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(HEARTBEAT_TIMEOUT * 1000))
-                    sock.setsockopt(zmq.HEARTBEAT_TTL, int(HEARTBEAT_TIMEOUT * 1000))
-                    monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
-                    sock.connect(self._endpoints[peer])
-                    self._control[peer] = sock
-                    self._monitors[monitor] = peer
+            if bind is None:
+                addresses = config.resolved_addresses()
+                self._router = self._bind(addresses[self.process])
+                self.connect(addresses)
+            else:
+                self._router = self._bind(bind)
             self._router_monitor = self._router.get_monitor_socket(
                 zmq.EVENT_HANDSHAKE_FAILED_AUTH
                 | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
@@ -220,30 +232,60 @@ class ClusterNetwork:
             self.context.destroy(linger=0)
             raise
 
+    def connect(self, addresses: Sequence[str]) -> None:
+        """Connect control connections to every peer's ``host:port``."""
+        if self._endpoints:
+            raise ClusterError(f"process {self.process} is already connected to its peers")
+        if len(addresses) != self.processes:
+            raise ConfigError(
+                f"{self.processes} processes need {self.processes} addresses, got {len(addresses)}"
+            )
+        self.addresses = tuple(addresses)
+        for address in addresses:
+            ip, port = _resolve(address)
+            self._endpoints.append(f"tcp://{ip}:{port}")
+        for peer in range(self.processes):
+            if peer != self.process:
+                sock = self._dealer(b"c")
+                sock.setsockopt(zmq.HEARTBEAT_IVL, int(HEARTBEAT_INTERVAL * 1000))
+                sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(HEARTBEAT_TIMEOUT * 1000))
+                sock.setsockopt(zmq.HEARTBEAT_TTL, int(HEARTBEAT_TIMEOUT * 1000))
+                monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+                sock.connect(self._endpoints[peer])
+                self._control[peer] = sock
+                self._monitors[monitor] = peer
+                poller = getattr(self, "_poller", None)
+                if poller is not None:
+                    poller.register(monitor, zmq.POLLIN)
+
     # -- sockets ----------------------------------------------------------------
 
-    def _bind(self) -> zmq.Socket[bytes]:
+    def _bind(self, address: str) -> zmq.Socket[bytes]:
         router = self.context.socket(zmq.ROUTER)
         router.curve_server = True
         router.curve_secretkey = self._secret
         router.curve_publickey = self._public
         router.setsockopt(zmq.RCVHWM, 0)
         router.setsockopt(zmq.LINGER, 0)
-        endpoint = self._endpoints[self.process]
+        ip, port = _resolve(address)
         try:
-            router.bind(endpoint)
+            if port == 0:
+                port = router.bind_to_random_port(f"tcp://{ip}")
+            else:
+                router.bind(f"tcp://{ip}:{port}")
         except zmq.ZMQError as exc:
             router.close(0)
-            address = self.addresses[self.process]
             if exc.errno == zmq.EADDRINUSE:
                 raise ClusterError(
-                    f"process {self.process} cannot listen on {address} ({endpoint}): the port "
-                    "is already in use; pick another port in the host file or stop the other "
-                    "program"
+                    f"process {self.process} cannot listen on {address} (tcp://{ip}:{port}): "
+                    "the port is already in use; pick another port in the host file or stop "
+                    "the other program"
                 ) from None
             raise ClusterError(
-                f"process {self.process} cannot listen on {address} ({endpoint}): {exc}"
+                f"process {self.process} cannot listen on {address} (tcp://{ip}:{port}): {exc}"
             ) from None
+        #: The ``host:port`` this process listens on.
+        self.endpoint = f"{ip}:{port}"
         return router
 
     def _dealer(self, role: bytes) -> zmq.Socket[bytes]:
@@ -399,12 +441,13 @@ class ClusterNetwork:
             except zmq.Again:
                 break
             info = parse_monitor_message(message)
+            event = _HANDSHAKE_FAILURES.get(info.get("event"), "handshake failed")
             log.warning(
                 "process %d rejected a connection on %s: it did not authenticate with the "
-                "cluster secret (event %s)",
+                "cluster secret (%s); the computation goes on",
                 self.process,
                 info.get("endpoint", b"").decode(errors="replace"),
-                info.get("event"),
+                event,
             )
 
     def _dispatch(self, frames: list[Any]) -> None:
@@ -627,11 +670,25 @@ def execute_cluster(config: Config, func: Callable[[Any], R]) -> list[R]:
     first failure: this process's own worker error, or a
     :class:`~timelypy.errors.ClusterError` for a lost or failed peer.
     """
+    network = ClusterNetwork(config, load_secret())
+    return run_cluster(network, func)
+
+
+def run_cluster(
+    network: ClusterNetwork,
+    func: Callable[[Any], R],
+    report: Callable[[BaseException], Any] | None = None,
+) -> list[R]:
+    """Wait for every peer, run ``func`` on this process's workers, then close ``network``.
+
+    ``network`` must already be connected to its peers (:meth:`ClusterNetwork.connect`).
+    ``report(error)`` is called with this process's own failure before the
+    peers are told about it (the Spark driver learns the root cause first).
+    """
     from timelypy.execute import _annotate, run_threads, run_worker
     from timelypy.worker import Worker
 
-    secret = load_secret()
-    network = ClusterNetwork(config, secret)
+    config = network.config
     allocators = [ClusterAllocator(network, thread) for thread in range(config.workers)]
     try:
         network.handshake()
@@ -653,7 +710,13 @@ def execute_cluster(config: Config, func: Callable[[Any], R]) -> list[R]:
     except BaseException as exc:
         failure = network.shared.failure
         if not isinstance(failure, ClusterError) and not isinstance(exc, ClusterError):
-            network.announce_failure(failure if failure is not None else exc)
+            own = failure if failure is not None else exc
+            if report is not None:
+                try:
+                    report(own)
+                except Exception:
+                    log.debug("could not report the failure", exc_info=True)
+            network.announce_failure(own)
         if isinstance(exc, WorkerAborted) and isinstance(failure, ClusterError):
             raise failure from None
         raise

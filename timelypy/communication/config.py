@@ -214,8 +214,11 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def parse_address(address: str) -> tuple[str, int]:
-    """Split ``host:port`` (or ``[v6]:port``), validating the port."""
+def parse_address(address: str, *, allow_any_port: bool = False) -> tuple[str, int]:
+    """Split ``host:port`` (or ``[v6]:port``), validating the port.
+
+    Port 0 ("any free port") is only accepted with ``allow_any_port``.
+    """
     text = address.strip()
     host, sep, port = text.rpartition(":")
     if not sep or not host:
@@ -226,8 +229,11 @@ def parse_address(address: str) -> tuple[str, int]:
         number = int(port)
     except ValueError:
         raise ConfigError(f"address {address!r}: port {port!r} is not a number") from None
-    if not 0 < number < 65536:
-        raise ConfigError(f"address {address!r}: port {number} is out of range 1..65535")
+    lowest = 0 if allow_any_port else 1
+    if not lowest <= number < 65536:
+        raise ConfigError(
+            f"address {address!r}: port {number} is out of range {lowest}..65535"
+        )
     return host, number
 
 

@@ -1,0 +1,117 @@
+"""Wordcount with timelypy workers inside Spark executors.
+
+    python examples/spark_wordcount.py                         # generated text, local[2]
+    python examples/spark_wordcount.py --master local[4] --workers 4 INPUT [INPUT ...]
+    python examples/spark_wordcount.py --master spark://host:7077 --workers 8 hdfs:///books
+
+Spark reads the text (one partition per worker), each timelypy worker counts
+the words of its partition, the partial counts are exchanged between the
+workers by word (``stable_hash``, the same in every process), each word's
+total is completed when the epoch closes, and the result comes back as a
+Spark DataFrame, whose top words are printed.  Without ``INPUT`` a
+deterministic text is generated (``--lines`` lines of Zipf-distributed
+words).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import string
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import timelypy
+import timelypy_spark
+from timelypy import Exchange, Pipeline, stable_hash
+
+
+def count_words(scope: timelypy.Scope, lines: timelypy.Stream) -> timelypy.Stream:
+    """``(word, count)`` for every word of ``lines``, per epoch, across all workers."""
+
+    def combine(cap: Any, info: Any) -> Any:
+        # A combiner: count each batch locally, so only distinct words travel.
+        def logic(input: Any, output: Any) -> None:
+            for cap, batch in input:
+                counts: Counter[str] = Counter()
+                for line in batch:
+                    counts.update(line.split())
+                output.session(cap).give_batch(list(counts.items()))
+
+        return logic
+
+    totals: dict[Any, Counter[str]] = {}
+
+    def finish(input: Any, output: Any, notificator: Any) -> None:
+        for cap, pairs in input:
+            counts = totals.get(cap.time)
+            if counts is None:
+                counts = totals[cap.time] = Counter()
+                notificator.notify_at(cap.retain())
+            for word, n in pairs:
+                counts[word] += n
+        for cap, _ in notificator:
+            output.session(cap).give_batch(list(totals.pop(cap.time).items()))
+
+    return lines.unary(Pipeline(), "Combine", combine).unary_notify(
+        Exchange(lambda pair: stable_hash(pair[0])), "Count", [], finish
+    )
+
+
+def generate_text(directory: Path, lines: int, files: int, seed: int = 7) -> list[str]:
+    """Write ``lines`` lines of Zipf-distributed words into ``files`` files; return their paths."""
+    rng = random.Random(seed)
+    vocabulary = sorted({
+        "".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 9))) for _ in range(2000)
+    })
+    rng.shuffle(vocabulary)
+    weights = [1.0 / (rank + 1) for rank in range(len(vocabulary))]
+    paths = []
+    per_file = max(1, lines // files)
+    for index in range(files):
+        path = directory / f"part-{index}.txt"
+        with path.open("w") as out:
+            for _ in range(per_file):
+                out.write(" ".join(rng.choices(vocabulary, weights, k=10)) + "\n")
+        paths.append(str(path))
+    return paths
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("inputs", nargs="*", help="text files or directories (default: generated)")
+    parser.add_argument("--master", default="local[2]", help="Spark master URL")
+    parser.add_argument("--workers", type=int, default=2, help="timelypy workers (Spark tasks)")
+    parser.add_argument("--lines", type=int, default=100_000, help="lines of generated text")
+    parser.add_argument("--top", type=int, default=10, help="how many words to print")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="timelypy-wordcount-") as tmp:
+        inputs = args.inputs or generate_text(Path(tmp), args.lines, args.workers)
+        spark = timelypy_spark.session(args.master, "timelypy-wordcount")
+        try:
+            lines = spark.sparkContext.textFile(",".join(inputs), args.workers)
+            if lines.getNumPartitions() != args.workers:
+                lines = lines.repartition(args.workers)
+            started = time.perf_counter()
+            counts = timelypy_spark.run(
+                spark, count_words, lines, workers=args.workers, schema="word string, count long"
+            )
+            top = counts.orderBy("count", "word", ascending=[False, True]).limit(args.top).collect()
+            seconds = time.perf_counter() - started
+            total = counts.groupBy().sum("count").collect()[0][0]
+            print(
+                f"{total} words, {counts.count()} distinct, counted by {args.workers} timelypy "
+                f"workers on {args.master} in {seconds:.2f} s"
+            )
+            for row in top:
+                print(f"{row['count']:>10}  {row['word']}")
+        finally:
+            spark.stop()
+
+
+if __name__ == "__main__":
+    main()

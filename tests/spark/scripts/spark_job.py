@@ -1,0 +1,63 @@
+"""A Spark job for the deployment tests: wordcount on a given master, result as JSON.
+
+    python spark_job.py --master MASTER --workers N [--ship] OUTPUT.json INPUT...
+
+With ``--ship`` the driver ships timelypy with ``ship_package`` first (for
+executors whose Python does not have it), and the job also reports where the
+executors imported timelypy from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))  # the driver imports the repository's timelypy
+
+import timelypy_spark  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--master", required=True)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--ship", action="store_true")
+    parser.add_argument("output")
+    parser.add_argument("inputs", nargs="+")
+    args = parser.parse_args()
+
+    spec = importlib.util.spec_from_file_location(
+        "spark_wordcount", ROOT / "examples" / "spark_wordcount.py"
+    )
+    example = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(example)
+
+    spark = timelypy_spark.session(args.master, "timelypy-deploy-test")
+    try:
+        if args.ship:
+            timelypy_spark.ship_package(spark)
+        lines = spark.sparkContext.textFile(",".join(args.inputs), args.workers)
+        counts = dict(
+            timelypy_spark.run(spark, example.count_words, lines, workers=args.workers).collect()
+        )
+
+        def where(worker):
+            import os
+
+            import timelypy
+
+            return (timelypy.__file__, os.getpid())
+
+        origins = timelypy_spark.execute(spark, where, workers=args.workers)
+        Path(args.output).write_text(json.dumps({"counts": counts, "origins": origins}))
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()

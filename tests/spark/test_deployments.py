@@ -1,0 +1,137 @@
+"""timelypy_spark beyond local[N]: separate executor JVMs, a standalone cluster, shipping.
+
+Each test runs the driver in a subprocess, because a Python process can only
+have one SparkContext (the suite's local[4] session).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import venv
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tests" / "spark" / "scripts" / "spark_job.py"
+
+pyspark = pytest.importorskip("pyspark")
+
+
+def corpus(directory: Path) -> tuple[list[str], Counter[str]]:
+    words = ["apple", "banana", "cherry", "date", "elder", "fig", "grape"]
+    paths, expected = [], Counter()
+    for part in range(2):
+        lines = [" ".join(words[(i * 3 + j + part) % 7] for j in range(i % 5 + 1))
+                 for i in range(300)]
+        path = directory / f"part-{part}.txt"
+        path.write_text("\n".join(lines) + "\n")
+        expected.update(w for line in lines for w in line.split())
+        paths.append(str(path))
+    return paths, expected
+
+
+def run_job(tmp_path: Path, master: str, *extra: str, env: dict[str, str] | None = None,
+            workers: int = 2, timeout: float = 600) -> dict:
+    paths, expected = corpus(tmp_path)
+    output = tmp_path / "result.json"
+    environment = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", **(env or {}))
+    # Run from a directory without the package: Spark's Python workers start
+    # in the driver's working directory and would import it from there.
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--master", master, "--workers", str(workers), *extra,
+         str(output), *paths],
+        capture_output=True, text=True, timeout=timeout, env=environment, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    data = json.loads(output.read_text())
+    assert data["counts"] == dict(expected)
+    return data
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_local_cluster_with_separate_executor_jvms(tmp_path):
+    # Two executors (separate JVMs) with two cores each.
+    data = run_job(tmp_path, "local-cluster[2,2,1024]", workers=4,
+                   env={"PYSPARK_PYTHON": sys.executable})
+    assert len({pid for _, pid in data["origins"]}) == 4
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_standalone_master_and_worker(tmp_path):
+    home = Path(pyspark.__file__).parent
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1",
+               PYSPARK_PYTHON=sys.executable, SPARK_NO_DAEMONIZE="1")
+    master_port, worker_port = free_port(), free_port()
+    spark_class = str(home / "bin" / "spark-class")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    master = subprocess.Popen(
+        [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+         "--port", str(master_port), "--webui-port", str(free_port())],
+        env=env, stdout=(logs / "master.log").open("w"), stderr=subprocess.STDOUT,
+    )
+    worker = subprocess.Popen(
+        [spark_class, "org.apache.spark.deploy.worker.Worker",
+         f"spark://127.0.0.1:{master_port}", "--host", "127.0.0.1", "--port", str(worker_port),
+         "--cores", "2", "--memory", "1g", "--webui-port", str(free_port())],
+        env=env, stdout=(logs / "worker.log").open("w"), stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while "Successfully registered with master" not in (logs / "worker.log").read_text():
+            assert time.monotonic() < deadline, (logs / "worker.log").read_text()[-2000:]
+            assert master.poll() is None and worker.poll() is None
+            time.sleep(0.5)
+        run_job(
+            tmp_path, f"spark://127.0.0.1:{master_port}", env={"PYSPARK_PYTHON": sys.executable}
+        )
+    finally:
+        for process in (worker, master):
+            process.terminate()
+        for process in (worker, master):
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+
+
+def bare_python(directory: Path) -> Path:
+    """A Python with pyzmq, msgpack and cloudpickle but without timelypy."""
+    env_dir = directory / "bare-venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    deps = directory / "deps"
+    deps.mkdir()
+    site = Path(__import__("zmq").__file__).resolve().parents[1]
+    for name in ("zmq", "pyzmq.libs", "msgpack", "cloudpickle"):
+        if (site / name).exists():
+            (deps / name).symlink_to(site / name)
+    site_packages = next((env_dir / "lib").glob("python3*/site-packages"))
+    (site_packages / "deps.pth").write_text(str(deps) + "\n")
+    python = env_dir / "bin" / "python"
+    check = subprocess.run([str(python), "-c", "import zmq, msgpack; import timelypy"],
+                           capture_output=True, text=True, timeout=60, cwd=directory)
+    assert "No module named 'timelypy'" in check.stderr, check.stderr
+    return python
+
+
+def test_ship_package_to_executors_without_timelypy(tmp_path):
+    python = bare_python(tmp_path)
+    data = run_job(tmp_path, "local[2]", "--ship", env={"PYSPARK_PYTHON": str(python)})
+    # The executors imported the shipped archive, not an installed package.
+    assert all("timelypy.zip" in origin for origin, _ in data["origins"]), data["origins"]

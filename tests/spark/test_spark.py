@@ -1,0 +1,243 @@
+"""The Spark backend on a real local[4] SparkSession: workers are barrier tasks."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import timelypy
+import timelypy_spark
+from timelypy import ConfigError
+from timelypy_spark import SparkJobError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_example(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+wordcount_example = load_example("spark_wordcount")
+
+
+def hello(worker: timelypy.Worker) -> list[tuple[int, int]]:
+    handle, probe, seen = timelypy.InputHandle(), timelypy.ProbeHandle(), []
+    worker.dataflow(
+        lambda scope: scope.input_from(handle)
+        .exchange(lambda x: x)
+        .inspect_time(lambda t, x: seen.append((t, x)))
+        .probe_with(probe)
+    )
+    for round_ in range(10):
+        if worker.index == 0:
+            handle.send(round_)
+        handle.advance_to(round_ + 1)
+        while probe.less_than(handle.time):
+            worker.step()
+    return seen
+
+
+def test_hello_across_four_tasks(idle):
+    results = timelypy_spark.execute(idle, hello, workers=4)
+    assert results == [[(r, r) for r in range(10) if r % 4 == w] for w in range(4)]
+
+
+def test_results_come_back_in_worker_order(idle):
+    results = timelypy_spark.execute(idle, lambda worker: (worker.index, worker.peers), workers=3)
+    assert results == [(0, 3), (1, 3), (2, 3)]
+
+
+def test_wordcount_equals_reduce_by_key(idle, tmp_path):
+    paths = wordcount_example.generate_text(tmp_path, lines=3000, files=4)
+    lines = idle.sparkContext.textFile(",".join(paths), 4)
+    expected = (
+        lines.flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(lambda a, b: a + b)
+        .collectAsMap()
+    )
+    counts = timelypy_spark.run(idle, wordcount_example.count_words, lines, workers=4)
+    assert dict(counts.collect()) == expected
+    frame = timelypy_spark.run(
+        idle, wordcount_example.count_words, lines, workers=4, schema="word string, count long"
+    )
+    assert frame.columns == ["word", "count"]
+    assert {row["word"]: row["count"] for row in frame.collect()} == expected
+
+
+def test_dataframe_source_rows_arrive_as_tuples(idle):
+    frame = idle.createDataFrame([(i, f"n{i}") for i in range(20)], "id long, name string")
+
+    def build(scope: timelypy.Scope, rows: timelypy.Stream) -> timelypy.Stream:
+        return rows.map(lambda row: (row[0] * 10, row[1].upper())).exchange(lambda r: r[0])
+
+    result = timelypy_spark.run(idle, build, frame.repartition(2), schema="id long, name string")
+    assert sorted(tuple(r) for r in result.collect()) == [(i * 10, f"N{i}") for i in range(20)]
+
+
+def test_epoch_size_splits_each_partition_into_epochs(idle):
+    rdd = idle.sparkContext.parallelize(range(40), 2)
+
+    def build(scope: timelypy.Scope, numbers: timelypy.Stream) -> timelypy.Stream:
+        # One count per (worker, epoch): the epochs must hold 5 records each.
+        return numbers.count().map(lambda n: n)
+
+    counts = timelypy_spark.run(idle, build, rdd, epoch_size=5).collect()
+    assert sorted(counts) == [5] * 8
+
+
+def test_epoch_of_assigns_epochs_from_records(idle):
+    rdd = idle.sparkContext.parallelize([(e, x) for e in range(4) for x in range(3)], 2)
+
+    def build(scope: timelypy.Scope, records: timelypy.Stream) -> timelypy.Stream:
+        return records.inspect_time(lambda t, r: None).map(lambda r: r[0])
+
+    def check_times(scope: timelypy.Scope, records: timelypy.Stream) -> timelypy.Stream:
+        def constructor(cap: Any, info: Any) -> Any:
+            def logic(inp: Any, out: Any) -> None:
+                for cap, data in inp:
+                    out.session(cap).give_batch([(cap.time, r[0]) for r in data])
+
+            return logic
+
+        return records.unary(timelypy.Pipeline(), "TimeOf", constructor)
+
+    pairs = timelypy_spark.run(idle, check_times, rdd, epoch_of=lambda r: r[0]).collect()
+    assert all(time == epoch for time, epoch in pairs) and len(pairs) == 12
+
+
+def test_worker_error_is_reraised_quickly_and_no_task_is_left(idle):
+    def failing(worker: timelypy.Worker) -> None:
+        if worker.index == 2:
+            raise ValueError("worker two failed on purpose")
+        worker.dataflow(lambda scope: scope.to_stream(range(10)).exchange(lambda x: x))
+
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="worker two failed on purpose") as info:
+        timelypy_spark.execute(idle, failing, workers=4)
+    assert time.monotonic() - started < 15
+    assert any("worker 2" in note for note in getattr(info.value, "__notes__", []))
+
+
+def test_operator_error_inside_dataflow_is_reraised(idle):
+    def failing(worker: timelypy.Worker) -> None:
+        def boom(x: int) -> int:
+            if x == 13:
+                raise KeyError("thirteen")
+            return x
+
+        worker.dataflow(lambda scope: scope.to_stream(range(20)).exchange(lambda x: x).map(boom))
+
+    with pytest.raises(KeyError, match="thirteen") as info:
+        timelypy_spark.execute(idle, failing, workers=2)
+    assert any("'Map'" in note for note in getattr(info.value, "__notes__", []))
+
+
+def test_more_workers_than_slots_fails_fast(idle):
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="needs 9 free task slots") as info:
+        timelypy_spark.execute(idle, hello, workers=9)
+    assert "has 4" in str(info.value)
+    assert time.monotonic() - started < 10
+
+
+def test_timeout_cancels_the_gang(idle):
+    def stuck(worker: timelypy.Worker) -> None:
+        handle = timelypy.InputHandle()
+        worker.dataflow(lambda scope: scope.input_from(handle))
+        while True:  # never advances: the dataflow cannot complete
+            worker.step_or_park(0.05)
+
+    started = time.monotonic()
+    with pytest.raises(timelypy.ClusterError, match="did not finish within 3 s"):
+        timelypy_spark.execute(idle, stuck, workers=2, timeout=3)
+    assert time.monotonic() - started < 20
+
+
+def test_failed_gang_is_retried_as_a_new_execution(idle, tmp_path):
+    marker = tmp_path / "failed-once"
+
+    def flaky(worker: timelypy.Worker) -> int:
+        if worker.index == 0 and not marker.exists():
+            marker.write_text("x")
+            raise RuntimeError("first execution fails")
+        return worker.index
+
+    assert timelypy_spark.execute(idle, flaky, workers=2, attempts=1) == [0, 1]
+    marker.unlink()
+    with pytest.raises(RuntimeError, match="first execution fails"):
+        timelypy_spark.execute(idle, flaky, workers=2, attempts=0)
+
+
+def test_an_upstream_spark_error_is_reraised_as_itself(idle):
+    # The partition is computed lazily inside the worker that reads it, so an
+    # error in Spark's own map comes back as the original exception.
+    rdd = idle.sparkContext.parallelize(range(4), 2).map(lambda x: 1 // 0)
+    with pytest.raises(ZeroDivisionError):
+        timelypy_spark.run(idle, lambda scope, stream: stream, rdd)
+
+
+def test_a_task_process_that_dies_stops_the_run(idle):
+    import os
+
+    def dying(worker: timelypy.Worker) -> None:
+        handle = timelypy.InputHandle()
+        probe = timelypy.ProbeHandle()
+        worker.dataflow(lambda scope: scope.input_from(handle).exchange(lambda x: x)
+                        .probe_with(probe))
+        for epoch in range(1000):
+            if worker.index == 1 and epoch == 5:
+                os._exit(3)  # the task's Python process vanishes without a word
+            handle.send(epoch)
+            handle.advance_to(epoch + 1)
+            while probe.less_than(handle.time):
+                worker.step()
+
+    started = time.monotonic()
+    with pytest.raises((timelypy.ClusterError, SparkJobError)) as info:
+        timelypy_spark.execute(idle, dying, workers=2)
+    assert time.monotonic() - started < 30
+    assert "process 1" in str(info.value) or "failed" in str(info.value)
+
+
+def test_bad_arguments(idle):
+    rdd = idle.sparkContext.parallelize(range(4), 2)
+    with pytest.raises(ConfigError, match="epoch_size or epoch_of"):
+        timelypy_spark.run(idle, lambda s, x: x, rdd, epoch_size=2, epoch_of=lambda r: 0)
+    with pytest.raises(ConfigError, match="RDD or a DataFrame"):
+        timelypy_spark.run(idle, lambda s, x: x, [1, 2, 3])
+    with pytest.raises(ConfigError, match="return the output stream"):
+        timelypy_spark.run(idle, lambda s, x: None, rdd)
+
+
+def test_wordcount_example_runs(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "spark_wordcount.py"), "--lines", "2000",
+         "--master", "local[2]", "--workers", "2", "--top", "3"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("20000 words")
+    counts = [int(line.split()[0]) for line in lines[1:]]
+    assert len(counts) == 3 and counts == sorted(counts, reverse=True)
+
+
+def test_counter_cross_check(idle, tmp_path):
+    # The generated text's counts, computed without Spark, match the dataflow's.
+    paths = wordcount_example.generate_text(tmp_path, lines=1000, files=2)
+    expected = Counter(w for p in paths for line in Path(p).read_text().splitlines()
+                       for w in line.split())
+    lines = idle.sparkContext.textFile(",".join(paths), 2)
+    counts = timelypy_spark.run(idle, wordcount_example.count_words, lines)
+    assert dict(counts.collect()) == dict(expected)

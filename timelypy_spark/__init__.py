@@ -1,0 +1,18 @@
+"""timelypy on Spark: workers as long-lived tasks of one barrier stage.
+
+* :func:`execute` -- ``func(worker)`` on N workers inside Spark executors.
+* :func:`run` -- an RDD or DataFrame in, each worker reading its partition as
+  its input stream, the output stream back as an RDD or DataFrame.
+* :func:`ship_package` -- make timelypy importable on executors that do not
+  have it installed.
+* :func:`session` -- a quiet SparkSession with timelypy-friendly settings.
+
+See ``docs/spark.md``.
+"""
+
+from timelypy_spark.driver import SparkJobError, check_slots, execute
+from timelypy_spark.io import run
+from timelypy_spark.session import session
+from timelypy_spark.ship import ship_package
+
+__all__ = ["execute", "run", "session", "ship_package", "check_slots", "SparkJobError"]

@@ -1,0 +1,303 @@
+"""Running a timelypy computation as one Spark barrier stage.
+
+:func:`execute` is :func:`timelypy.execute` with the workers inside Spark
+executors: ``execute(spark, func, workers=4)`` runs ``func(worker)`` on four
+workers, each a Spark task, and returns their results in worker order.
+
+How it runs (see ``docs/spark.md``):
+
+* **Slots first.**  A barrier stage needs a free task slot per worker, and
+  Spark would otherwise retry its own check for about ten minutes; the
+  driver checks the cluster's slots itself and fails in seconds with a
+  clear message.  Dynamic allocation cannot run barrier stages and is
+  rejected up front too.
+* **One barrier stage**, ``rdd.barrier().mapPartitions(task)``, run in a
+  background thread under its own job group, while the driver's thread
+  serves the :class:`~timelypy_spark.rendezvous.Rendezvous` and watches
+  for errors and the deadline.
+* **Failure.**  A worker error (sent by its task), a lost task (the stage
+  fails), or the ``timeout`` cancels the whole job group (Spark interrupts
+  every task) and re-raises the *original* worker exception on the driver.
+  No task is left running: the call returns only after the job has ended.
+* **Executions.**  Every attempt is a new *execution* with its own number;
+  keys and routing are derived from the run id and execution, so a stale
+  task of an earlier attempt can neither join nor be mistaken for a peer.
+  ``attempts`` extra executions are tried after a failure (default 0).
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import secrets
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from timelypy.errors import ClusterError, ConfigError, TimelyError
+from timelypy_spark.rendezvous import Rendezvous
+from timelypy_spark.task import TaskSpec, barrier_task
+
+__all__ = ["execute", "SparkJobError", "check_slots", "spark_context", "driver_host"]
+
+log = logging.getLogger("timelypy_spark")
+
+R = TypeVar("R")
+
+#: Seconds the driver waits for the cancelled job to end before giving up on it.
+CANCEL_WAIT = 15.0
+#: Seconds to wait for a failed worker's own report after a peer reported its failure.
+ROOT_CAUSE_WAIT = 2.0
+
+
+class SparkJobError(TimelyError, RuntimeError):
+    """The Spark job running the workers failed without a worker error to show."""
+
+
+def spark_context(spark: Any) -> Any:
+    """The ``SparkContext`` of a ``SparkSession`` (or the context itself)."""
+    return getattr(spark, "sparkContext", spark)
+
+
+def driver_host(sc: Any) -> str:
+    """The address tasks can reach the driver at."""
+    master = sc.master or ""
+    if master.startswith("local"):
+        return "127.0.0.1"
+    host = sc.getConf().get("spark.driver.host", None)
+    return host or "127.0.0.1"
+
+
+def check_slots(sc: Any, workers: int) -> int:
+    """Fail fast unless the cluster has ``workers`` task slots; return the slot count."""
+    if not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be a positive int, got {workers!r}")
+    conf = sc.getConf()
+    if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+        raise ConfigError(
+            "Spark rejects barrier stages under dynamic allocation: set "
+            "spark.dynamicAllocation.enabled=false for timelypy_spark"
+        )
+    jsc = sc._jsc.sc()
+    profile = jsc.resourceProfileManager().defaultResourceProfile()
+    slots = int(jsc.maxNumConcurrentTasks(profile))
+    if slots < workers:
+        raise ConfigError(
+            f"timelypy_spark needs {workers} free task slots (one per worker, all at once), "
+            f"but the Spark cluster at {sc.master!r} has {slots}: ask for workers={slots} or "
+            "fewer, or give Spark more executors or cores"
+        )
+    return slots
+
+
+def execute(
+    spark: Any,
+    func: Callable[[Any], R],
+    workers: int | None = None,
+    *,
+    timeout: float | None = None,
+    attempts: int = 0,
+    serializer: str = "msgpack",
+    connect_timeout: float = 60.0,
+) -> list[R]:
+    """Run ``func(worker)`` on ``workers`` workers, each a Spark task; return their results.
+
+    ``workers`` defaults to Spark's default parallelism.  ``timeout`` bounds
+    the whole run (seconds).  See the module documentation for failures
+    and retries.
+    """
+    sc = spark_context(spark)
+    workers = int(sc.defaultParallelism) if workers is None else workers
+
+    def program(worker: Any, partition: Iterator[Any]) -> R:
+        return func(worker)
+
+    results = run_barrier(
+        sc,
+        sc.parallelize(range(workers), workers),
+        program,
+        workers,
+        flatten=False,
+        timeout=timeout,
+        attempts=attempts,
+        serializer=serializer,
+        connect_timeout=connect_timeout,
+        action=lambda rdd: rdd.collect(),
+    )
+    return [result for _, result in sorted(results, key=lambda pair: pair[0])]
+
+
+def run_barrier(
+    sc: Any,
+    rdd: Any,
+    program: Callable[[Any, Iterator[Any]], Any],
+    workers: int,
+    *,
+    flatten: bool,
+    timeout: float | None,
+    attempts: int,
+    serializer: str,
+    connect_timeout: float,
+    action: Callable[[Any], Any],
+) -> Any:
+    """Run ``program`` as a barrier stage over ``rdd``'s partitions; return ``action``'s value.
+
+    ``action(barrier_rdd)`` is the Spark action that runs the stage (a
+    ``collect``, or a ``count`` of a persisted RDD).
+    """
+    if rdd.getNumPartitions() != workers:
+        raise ConfigError(
+            f"the input has {rdd.getNumPartitions()} partitions but {workers} workers were "
+            "asked for; every worker reads one partition"
+        )
+    check_slots(sc, workers)
+    if attempts < 0:
+        raise ConfigError(f"attempts must be >= 0, got {attempts}")
+    run = uuid.uuid4().hex[:12]
+    secret = secrets.token_bytes(32)
+    last_error: BaseException | None = None
+    for execution in range(attempts + 1):
+        try:
+            return _run_execution(
+                sc, rdd, program, workers, run, execution, secret,
+                flatten=flatten, timeout=timeout, serializer=serializer,
+                connect_timeout=connect_timeout, action=action,
+            )
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt) or execution == attempts:
+                raise
+            last_error = exc
+            log.warning(
+                "execution %d of run %s failed (%s: %s); starting execution %d",
+                execution, run, type(exc).__name__, exc, execution + 1,
+            )
+    raise AssertionError(last_error)  # unreachable: the last attempt re-raises
+
+
+def _run_execution(
+    sc: Any,
+    rdd: Any,
+    program: Callable[[Any, Iterator[Any]], Any],
+    workers: int,
+    run: str,
+    execution: int,
+    secret: bytes,
+    *,
+    flatten: bool,
+    timeout: float | None,
+    serializer: str,
+    connect_timeout: float,
+    action: Callable[[Any], Any],
+) -> Any:
+    rendezvous = Rendezvous(driver_host(sc), secret, run, execution)
+    spec = TaskSpec(
+        run=run, execution=execution, secret=secret, driver=rendezvous.endpoint,
+        workers=workers, serializer=serializer, connect_timeout=connect_timeout,
+        program=program, flatten=flatten,
+    )
+    group = f"timelypy-{run}-{execution}"
+    outcome: dict[str, Any] = {}
+    barrier_rdd = rdd.barrier().mapPartitions(barrier_task(spec))
+
+    def job() -> None:
+        sc.setJobGroup(group, f"timelypy run {run} execution {execution}", interruptOnCancel=True)
+        try:
+            outcome["value"] = action(barrier_rdd)
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    from pyspark import InheritableThread
+
+    thread = InheritableThread(target=job, name=f"timelypy-spark-{run}-{execution}", daemon=True)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    registered: dict[int, str] = {}
+    worker_error: tuple[int, Any] | None = None
+    root_found = False
+    secondary_since: float | None = None
+    cancelled = False
+    thread.start()
+    try:
+        while thread.is_alive():
+            for _, message in rendezvous.poll(0.05):
+                if message.kind == "register":
+                    registered[message.index] = message.body
+                    if len(registered) == workers:
+                        rendezvous.send_table([registered[i] for i in range(workers)])
+                elif message.kind == "error" and _better(worker_error, message):
+                    worker_error = (message.index, message.body)
+                    if not _secondary(message.body):
+                        root_found = True
+            if worker_error is not None and not cancelled:
+                if not root_found and time.monotonic() - (secondary_since or 0) < ROOT_CAUSE_WAIT:
+                    # Only "peer X failed" so far: give X's own report a moment to arrive.
+                    secondary_since = secondary_since or time.monotonic()
+                    continue
+                sc.cancelJobGroup(group)
+                cancelled = True
+            if deadline is not None and not cancelled and time.monotonic() > deadline:
+                sc.cancelJobGroup(group)
+                cancelled = True
+                outcome["timeout"] = True
+        # Errors sent just before the job ended are still in the socket.
+        for _, message in rendezvous.poll(0.2):
+            if message.kind == "error" and _better(worker_error, message):
+                worker_error = (message.index, message.body)
+    except BaseException:
+        if not cancelled:
+            sc.cancelJobGroup(group)
+        thread.join(CANCEL_WAIT)
+        raise
+    finally:
+        rendezvous.close()
+    thread.join(CANCEL_WAIT)
+    if worker_error is not None:
+        raise _original(*worker_error)
+    if outcome.get("timeout"):
+        raise ClusterError(
+            f"timelypy run {run} (execution {execution}) did not finish within {timeout:g} s; "
+            f"its Spark job group {group!r} was cancelled"
+        )
+    if "error" in outcome:
+        error = outcome["error"]
+        raise SparkJobError(
+            f"the Spark job of timelypy run {run} (execution {execution}) failed: "
+            f"{_first_line(error)}"
+        ) from error
+    return outcome["value"]
+
+
+def _secondary(body: Any) -> bool:
+    """Whether an error report only says that some *other* worker failed."""
+    return isinstance(body, dict) and body.get("type") in ("ClusterError", "WorkerAborted")
+
+
+def _better(current: tuple[int, Any] | None, message: Any) -> bool:
+    """Whether ``message``'s error should replace the one kept so far (root causes win)."""
+    if current is None:
+        return True
+    return _secondary(current[1]) and not _secondary(message.body)
+
+
+def _original(index: int, body: Any) -> BaseException:
+    """The exception a worker sent, with a note saying where it came from."""
+    error: BaseException | None = None
+    if isinstance(body, dict) and body.get("exception") is not None:
+        try:
+            error = pickle.loads(body["exception"])
+        except Exception:
+            error = None
+    if not isinstance(error, BaseException):
+        text = body.get("text", body) if isinstance(body, dict) else body
+        error = SparkJobError(f"worker {index} failed:\n{text}")
+    elif isinstance(body, dict):
+        error.add_note(f"raised on timelypy worker {index} (a Spark barrier task)")
+        text = body.get("text")
+        if text:
+            error.add_note("worker traceback:\n" + text.rstrip())
+    return error
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
