@@ -263,6 +263,8 @@ class MutableAntichain(Generic[T]):
         update strictly beyond some frontier element cannot, and neither can a
         decrement at a time no frontier element is ``<=``.
         """
+        if self._le is _INT_LE:
+            return self._update_iter_int(updates)
         counts = self._counts
         frontier = self._frontier
         le = self._le
@@ -303,6 +305,45 @@ class MutableAntichain(Generic[T]):
         if rebuild:
             return self._rebuild()
         return []
+
+    def _update_iter_int(self, updates: Iterable[tuple[Any, int]]) -> list[tuple[Any, int]]:
+        """:meth:`update_iter` for ``int`` times, whose frontier is their least positive time."""
+        counts = self._counts
+        frontier = self._frontier
+        old = frontier[0] if frontier else None
+        below: list[int] = []  # updated times at or below the old minimum
+        for time, diff in updates:
+            if type(time) is not int:
+                raise _wrong_kind(int, time)
+            total = counts.get(time, 0) + diff
+            if total:
+                counts[time] = total
+            else:
+                counts.pop(time, None)
+            if old is None or time <= old:
+                below.append(time)
+        if not below:
+            return []
+        if old is not None and counts.get(old, 0) > 0:
+            new = old
+            for time in below:
+                if time < new and counts.get(time, 0) > 0:
+                    new = time
+        else:
+            new = None
+            for time, count in counts.items():
+                if count > 0 and (new is None or time < new):
+                    new = time
+        if new == old:
+            return []
+        if new is None:
+            frontier.clear()
+            return [(old, -1)]
+        if old is None:
+            frontier.append(new)
+            return [(new, 1)]
+        frontier[0] = new
+        return [(old, -1), (new, 1)] if old < new else [(new, 1), (old, -1)]
 
     def update(self, time: T, diff: int) -> list[tuple[T, int]]:
         """Apply one update; return the frontier's changes.

@@ -29,7 +29,11 @@ applied by :meth:`Tracker.propagate_all`:
    first matters: when a pointstamp on a cycle is retracted, the cycle's own
    implications would otherwise keep supporting one another, one time later
    on every lap; processed in time order, the retraction and the phantom
-   meet at the same ``(time, location)`` and cancel within one lap.
+   meet at the same ``(time, location)`` and cancel within one lap.  Graphs
+   without any cycle cannot have that problem; for them the tracker visits
+   each location once, in topological order, applying every change waiting
+   there in one update (a capability moving from ``t`` to ``t + 1`` then
+   travels as one update per location instead of two waves).
 
 Every change to an implications frontier is recorded in :meth:`Tracker.pushed`,
 which is how operators learn their new input frontiers.  The cost is
@@ -488,10 +492,72 @@ class Tracker:
         self._target_changes: dict[tuple[int, int], dict[Any, int]] = {}
         self._source_changes: dict[tuple[int, int], dict[Any, int]] = {}
         self._worklist: list[tuple[Any, int, int, int, int]] = []
+        self._build_dag_order()
         # (node, kind, port, time) -> diff
         self._pushed: dict[tuple[int, int, int, Any], int] = {}
         self._output_changes: list[dict[Any, int]] = [{} for _ in range(scope_outputs)]
         self._total_counts = 0
+
+    def _build_dag_order(self) -> None:
+        """If the location graph has no cycle at all, number locations topologically.
+
+        Then propagation can visit each location once, after all of its
+        predecessors, applying every change waiting there in one update.  With
+        a cycle (a loop, whose summary advances time) that shortcut would let a
+        retracted pointstamp's implications support themselves lap after lap,
+        so cyclic graphs keep the ``(time, location)`` worklist.
+        """
+        keys: list[tuple[int, int, int]] = []  # (kind, node, port)
+        successors: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
+        for node, (ins, outs) in enumerate(self._shape):
+            for port in range(ins):
+                key = (0, node, port)
+                keys.append(key)
+                successors[key] = [(1, node, o) for o, _ in self._node_summaries[node][port]]
+            for port in range(outs):
+                key = (1, node, port)
+                keys.append(key)
+                successors[key] = [(0, tn, tp) for tn, tp in self._edges[node][port]]
+        in_degree = dict.fromkeys(keys, 0)
+        for key in keys:
+            for nxt in successors[key]:
+                in_degree[nxt] += 1
+        ready = [key for key in keys if in_degree[key] == 0]
+        order: list[tuple[int, int, int]] = []
+        while ready:
+            key = ready.pop()
+            order.append(key)
+            for nxt in successors[key]:
+                in_degree[nxt] -= 1
+                if in_degree[nxt] == 0:
+                    ready.append(nxt)
+        self._acyclic = len(order) == len(keys)
+        if not self._acyclic:
+            return
+        index = {key: i for i, key in enumerate(order)}
+        per_operator = self._per_operator
+        #: Per location (in topological order): kind, node, port, implications,
+        #: and successors -- (location, summary) for targets, locations for sources.
+        self._dag: list[tuple[int, int, int, MutableAntichain[Any], list[Any]]] = []
+        for kind, node, port in order:
+            if kind == 0:
+                implications = per_operator[node].targets[port].implications
+                nexts: list[Any] = [
+                    (index[(1, node, output)], summary)
+                    for output, summary in self._node_summaries[node][port]
+                ]
+            else:
+                implications = per_operator[node].sources[port].implications
+                nexts = [index[(0, tn, tp)] for tn, tp in self._edges[node][port]]
+            self._dag.append((kind, node, port, implications, nexts))
+        self._dag_target = [
+            [index[(0, node, port)] for port in range(ins)]
+            for node, (ins, _) in enumerate(self._shape)
+        ]
+        self._dag_source = [
+            [index[(1, node, port)] for port in range(outs)]
+            for node, (_, outs) in enumerate(self._shape)
+        ]
 
     # -- shape ------------------------------------------------------------------
 
@@ -562,7 +628,10 @@ class Tracker:
     def propagate_all(self) -> None:
         """Apply buffered updates and propagate their consequences to every location."""
         try:
-            self._propagate_all()
+            if self._acyclic:
+                self._propagate_dag()
+            else:
+                self._propagate_all()
         except TypeError as exc:
             if isinstance(exc, TimestampError | SummaryError):
                 raise
@@ -571,6 +640,107 @@ class Tracker:
                 f"{exc}; all timestamps and summaries in a scope must have one type "
                 f"(this scope's is {self.timestamp_type!r})"
             ) from exc
+
+    def _propagate_dag(self) -> None:
+        """Propagation for acyclic graphs: each location once, in topological order."""
+        per_operator = self._per_operator
+        output_changes = self._output_changes
+        pending: dict[int, dict[Any, int]] = {}
+        heap: list[int] = []
+        heappush = heapq.heappush
+
+        if self._target_changes:
+            batch = self._target_changes
+            self._target_changes = {}
+            dag_target = self._dag_target
+            for (node, port), updates in batch.items():
+                changes = per_operator[node].targets[port].pointstamps.update_iter(
+                    updates.items()
+                )
+                if changes:
+                    summaries = self._target_summaries[node][port]
+                    location = dag_target[node][port]
+                    waiting = pending.get(location)
+                    if waiting is None:
+                        waiting = pending[location] = {}
+                        heappush(heap, location)
+                    for time, diff in changes:
+                        self._total_counts += diff
+                        for output, summary in summaries:
+                            out = _apply(summary, time)
+                            if out is not None:
+                                oc = output_changes[output]
+                                oc[out] = oc.get(out, 0) + diff
+                        waiting[time] = waiting.get(time, 0) + diff
+
+        if self._source_changes:
+            batch = self._source_changes
+            self._source_changes = {}
+            dag_source = self._dag_source
+            for (node, port), updates in batch.items():
+                operator = per_operator[node]
+                changes = operator.sources[port].pointstamps.update_iter(updates.items())
+                if changes:
+                    summaries = self._source_summaries[node][port]
+                    location = dag_source[node][port]
+                    waiting = pending.get(location)
+                    if waiting is None:
+                        waiting = pending[location] = {}
+                        heappush(heap, location)
+                    for time, diff in changes:
+                        self._total_counts += diff
+                        operator.cap_counts += diff
+                        for output, summary in summaries:
+                            out = _apply(summary, time)
+                            if out is not None:
+                                oc = output_changes[output]
+                                oc[out] = oc.get(out, 0) + diff
+                        waiting[time] = waiting.get(time, 0) + diff
+
+        if not heap:
+            return
+        heappop = heapq.heappop
+        pushed = self._pushed
+        dag = self._dag
+        u64_max = U64_MAX
+        while heap:
+            location = heappop(heap)
+            updates = pending.pop(location)
+            kind, node, port, implications, nexts = dag[location]
+            if len(updates) == 1:
+                for time, diff in updates.items():
+                    changes = implications.update(time, diff) if diff else []
+            else:
+                changes = implications.update_iter(updates.items())
+            if not changes:
+                continue
+            for t, d in changes:
+                key = (node, kind, port, t)
+                pushed[key] = pushed.get(key, 0) + d
+            if kind == 0:
+                for successor, summary in nexts:
+                    waiting = pending.get(successor)
+                    if waiting is None:
+                        waiting = pending[successor] = {}
+                        heappush(heap, successor)
+                    for t, d in changes:
+                        if type(summary) is int:
+                            out = t + summary
+                            if out > u64_max:
+                                continue
+                        else:
+                            out = summary.results_in(t)
+                            if out is None:
+                                continue
+                        waiting[out] = waiting.get(out, 0) + d
+            else:
+                for successor in nexts:
+                    waiting = pending.get(successor)
+                    if waiting is None:
+                        waiting = pending[successor] = {}
+                        heappush(heap, successor)
+                    for t, d in changes:
+                        waiting[t] = waiting.get(t, 0) + d
 
     def _propagate_all(self) -> None:
         heappush = heapq.heappush
