@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from timelypy.communication.allocator import Allocator, process_allocators
 from timelypy.communication.config import Config
-from timelypy.errors import ConfigError, WorkerAborted
+from timelypy.errors import ClusterError, ConfigError, WorkerAborted
 from timelypy.worker import Worker
 
 __all__ = ["execute", "execute_from_args", "example", "run_worker"]
@@ -121,8 +121,10 @@ def run_threads(
             results[slot] = run_worker(worker, func)
         except BaseException as exc:
             errors[slot] = exc
-            if not isinstance(exc, WorkerAborted):
+            if not isinstance(exc, WorkerAborted | ClusterError):
                 _annotate(exc, worker.index)
+                allocator.abort(exc)
+            elif isinstance(exc, ClusterError):
                 allocator.abort(exc)
 
     threads = [
@@ -139,8 +141,7 @@ def run_threads(
             while thread.is_alive():
                 thread.join(0.2)
     except KeyboardInterrupt as interrupt:
-        for allocator in allocators:
-            allocator.abort(interrupt)
+        allocators[0].abort_all(interrupt)
         deadline = time.monotonic() + 5.0
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))

@@ -66,7 +66,11 @@ class Allocator:
         """Raise :class:`~timelypy.errors.WorkerAborted` if another worker failed."""
 
     def abort(self, reason: BaseException) -> None:
-        """Tell every worker to stop because of ``reason``."""
+        """Tell every worker to stop because of ``reason`` (this worker's failure)."""
+
+    def abort_all(self, reason: BaseException) -> None:
+        """Tell every worker, this one included, to stop (an interrupt, not a worker's error)."""
+        self.abort(reason)
 
     def close(self) -> None:
         """Release the allocator's resources."""
@@ -158,6 +162,10 @@ class ProcessAllocator(Allocator):
     def abort(self, reason: BaseException) -> None:
         """Record this worker's failure and wake the others."""
         self.shared.abort(reason, self.index)
+
+    def abort_all(self, reason: BaseException) -> None:
+        """Record a failure that belongs to no worker: every worker stops."""
+        self.shared.abort(reason, None)
 
 
 def _remote_pusher(

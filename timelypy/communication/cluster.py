@@ -202,9 +202,14 @@ class ClusterNetwork:
         self._public, self._secret = curve_keys(secret, self.tag)
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
-        self._hello: set[int] = set()
+        # (peer, connection) pairs heard from: connection 0 is the control one,
+        # connection t + 1 that of the peer's worker thread t.
+        self._hello: set[tuple[int, int]] = set()
+        self._worker_dealers: dict[int, dict[int, zmq.Socket[bytes]]] = {}
         self._departed: set[int] = set()
-        self._suspects: dict[int, float] = {}
+        self._leaving = False
+        #: When this process or a peer first said goodbye (half-open connections follow).
+        self._farewell_at: float | None = None
         self._closed = False
         self._control: dict[int, zmq.Socket[bytes]] = {}
         self._monitors: dict[zmq.Socket[bytes], int] = {}
@@ -219,15 +224,16 @@ class ClusterNetwork:
             else:
                 self._router = self._bind(bind)
             self._router_monitor = self._router.get_monitor_socket(
-                zmq.EVENT_HANDSHAKE_FAILED_AUTH
+                zmq.EVENT_ACCEPTED
+                | zmq.EVENT_HANDSHAKE_SUCCEEDED
+                | zmq.EVENT_HANDSHAKE_FAILED_AUTH
                 | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                 | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                | zmq.EVENT_DISCONNECTED
             )
             self._poller = zmq.Poller()
             self._poller.register(self._router, zmq.POLLIN)
-            self._poller.register(self._router_monitor, zmq.POLLIN)
-            for monitor in self._monitors:
-                self._poller.register(monitor, zmq.POLLIN)
+            self._watchdog: _Watchdog | None = None
         except BaseException:
             self.context.destroy(linger=0)
             raise
@@ -254,9 +260,6 @@ class ClusterNetwork:
                 sock.connect(self._endpoints[peer])
                 self._control[peer] = sock
                 self._monitors[monitor] = peer
-                poller = getattr(self, "_poller", None)
-                if poller is not None:
-                    poller.register(monitor, zmq.POLLIN)
 
     # -- sockets ----------------------------------------------------------------
 
@@ -299,13 +302,19 @@ class ClusterNetwork:
         return sock
 
     def worker_dealers(self, thread: int) -> dict[int, zmq.Socket[bytes]]:
-        """One connected DEALER per remote process, for worker thread ``thread``."""
-        dealers = {}
-        for peer in range(self.processes):
-            if peer != self.process:
-                sock = self._dealer(b"w%d" % thread)
-                sock.connect(self._endpoints[peer])
-                dealers[peer] = sock
+        """Worker thread ``thread``'s DEALERs, one per remote process.
+
+        They are made and authenticated during :meth:`handshake` (so no worker
+        connection is ever left half-open), then handed to the thread.
+        """
+        dealers = self._worker_dealers.get(thread)
+        if dealers is None:
+            dealers = self._worker_dealers[thread] = {}
+            for peer in range(self.processes):
+                if peer != self.process:
+                    sock = self._dealer(b"w%d" % thread)
+                    sock.connect(self._endpoints[peer])
+                    dealers[peer] = sock
         return dealers
 
     def process_of(self, worker: int) -> int:
@@ -328,17 +337,32 @@ class ClusterNetwork:
                     pass
 
     def handshake(self) -> None:
-        """Wait until every peer has said HELLO, or fail naming the silent ones."""
+        """Start watching connections; wait until every peer said HELLO (or name the silent)."""
+        if self._watchdog is None:
+            self._watchdog = _Watchdog(self)
+            self._watchdog.start()
         if self.processes == 1:
             return
         self._control_send(_HELLO)
+        # Every worker connection says HELLO too, so that once everyone heard
+        # from everyone, every connection has finished its CURVE handshake.
+        with self._send_lock:
+            for thread in range(self.workers):
+                header = struct.pack("<BII", _HELLO, self.process, thread + 1)
+                for sock in self.worker_dealers(thread).values():
+                    sock.send_multipart([header, b""], flags=zmq.NOBLOCK)
         deadline = time.monotonic() + self.connect_timeout
-        others = set(range(self.processes)) - {self.process}
-        while not others <= self._hello:
+        expected = {
+            (peer, connection)
+            for peer in range(self.processes)
+            if peer != self.process
+            for connection in range(self.workers + 1)
+        }
+        while not expected <= self._hello:
             self.check()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                missing = sorted(others - self._hello)
+                missing = sorted({peer for peer, _ in expected - self._hello})
                 raise ClusterError(
                     f"process {self.process} heard nothing from process(es) {missing} at "
                     f"{', '.join(self.addresses[p] for p in missing)} within "
@@ -349,6 +373,9 @@ class ClusterNetwork:
 
     def goodbye(self) -> None:
         """Tell every peer this process is done (a disconnection is then expected)."""
+        self._leaving = True
+        if self._farewell_at is None:
+            self._farewell_at = time.monotonic()
         self._control_send(_GOODBYE)
 
     def announce_failure(self, error: BaseException) -> None:
@@ -364,17 +391,32 @@ class ClusterNetwork:
         if self._closed:
             return
         self._closed = True
-        for monitor in list(self._monitors):
-            monitor.close(0)
-        self._router_monitor.close(0)
-        for peer, sock in self._control.items():
+        # Order matters: libzmq's I/O thread may be sending a monitor event while
+        # holding the monitor's lock, so monitors are disabled while the watchdog
+        # still reads them, and their readers are closed only afterwards.
+        for sock in (*self._control.values(), self._router):
             try:
                 sock.disable_monitor()
             except zmq.ZMQError:
                 pass
+        if self._watchdog is not None:
+            self._watchdog.stop()
+        for monitor in list(self._monitors):
+            monitor.close(0)
+        self._router_monitor.close(0)
+        for peer, sock in self._control.items():
             sock.close(0 if peer in self._departed else int(LINGER_SECONDS * 1000))
         self._router.close(0)
-        self.context.term()
+        # term() waits for every socket of the context; a worker thread stuck in
+        # user code would make it wait forever, so wait in a helper thread, bounded.
+        terminator = threading.Thread(target=self.context.term, daemon=True)
+        terminator.start()
+        terminator.join(LINGER_SECONDS + 1.0)
+        if terminator.is_alive():
+            log.warning(
+                "process %d: sockets still open after %.0f s (a worker thread did not stop); "
+                "leaving them to the process exit", self.process, LINGER_SECONDS + 1.0,
+            )
 
     # -- receiving --------------------------------------------------------------
 
@@ -403,52 +445,9 @@ class ClusterNetwork:
                     except zmq.Again:
                         break
                     self._dispatch(frames)
-            self._drain_monitors()
             return True
         finally:
             self._lock.release()
-
-    def _drain_monitors(self) -> None:
-        for monitor, peer in self._monitors.items():
-            while True:
-                try:
-                    message = monitor.recv_multipart(flags=zmq.NOBLOCK)
-                except zmq.Again:
-                    break
-                parse_monitor_message(message)
-                if peer not in self._departed and not self._closed:
-                    # A peer says GOODBYE on one connection and then closes another, so
-                    # the disconnection may overtake the goodbye: give it a moment.
-                    self._suspects.setdefault(peer, time.monotonic())
-        if self._suspects:
-            now = time.monotonic()
-            for peer, since in list(self._suspects.items()):
-                if peer in self._departed:
-                    del self._suspects[peer]
-                elif now - since >= GOODBYE_GRACE:
-                    del self._suspects[peer]
-                    self._departed.add(peer)  # nothing more can reach it: do not linger
-                    self.shared.abort(
-                        ClusterError(
-                            f"lost process {peer} at {self.addresses[peer]}: its connection "
-                            "dropped without a goodbye (the process died or stopped answering)"
-                        ),
-                        None,
-                    )
-        while True:
-            try:
-                message = self._router_monitor.recv_multipart(flags=zmq.NOBLOCK)
-            except zmq.Again:
-                break
-            info = parse_monitor_message(message)
-            event = _HANDSHAKE_FAILURES.get(info.get("event"), "handshake failed")
-            log.warning(
-                "process %d rejected a connection on %s: it did not authenticate with the "
-                "cluster secret (%s); the computation goes on",
-                self.process,
-                info.get("endpoint", b"").decode(errors="replace"),
-                event,
-            )
 
     def _dispatch(self, frames: list[Any]) -> None:
         routing = frames[0].bytes
@@ -462,9 +461,12 @@ class ClusterNetwork:
             return
         sender = struct.unpack_from("<I", header, 1)[0]
         if kind == _HELLO:
-            self._hello.add(sender)
+            connection = struct.unpack_from("<I", header, 5)[0] if len(header) >= 9 else 0
+            self._hello.add((sender, connection))
         elif kind == _GOODBYE:
             self._departed.add(sender)
+            if self._farewell_at is None:
+                self._farewell_at = time.monotonic()
         elif kind == _ABORT:
             text = frames[2].bytes.decode("utf-8", "replace")
             self._departed.add(sender)
@@ -490,6 +492,163 @@ class ClusterNetwork:
             shared.mailbox(channel, target).append(message)
             shared.events[local].append(channel)
             shared.wakers[local].set()
+
+
+class _Watchdog(threading.Thread):
+    """Reads every monitor socket of a process, in its own thread.
+
+    It turns control connections that drop without a goodbye into a
+    :class:`~timelypy.errors.ClusterError` (after :data:`GOODBYE_GRACE`),
+    and logs connections that never authenticated.  Being a thread that
+    blocks in ``poll`` (releasing the GIL), it keeps up even while every
+    worker is busy in user code, so a flood of strangers cannot fill the
+    monitor pipes and stall libzmq (and with it the heartbeats), and a lost
+    peer is noticed within the heartbeat bound whatever the workers do.
+    """
+
+    #: Rejected connections are warned about one by one, up to WARN_BURST per
+    #: window; the rest are counted and summarised when the window ends.  The
+    #: window starts at WARN_WINDOW seconds and doubles (up to WARN_MAX_WINDOW)
+    #: while rejections keep coming, so a persistent stranger cannot flood the log.
+    WARN_WINDOW = 2.0
+    WARN_MAX_WINDOW = 60.0
+    WARN_BURST = 3
+
+    def __init__(self, network: ClusterNetwork) -> None:
+        super().__init__(name=f"timelypy-watchdog-{network.process}", daemon=True)
+        self.network = network
+        self._stopping = threading.Event()
+        self._suspects: dict[int, float] = {}
+        # fd -> (endpoint, handshakes ended before it was accepted)
+        self._accepted: dict[int, tuple[str, int]] = {}
+        self._handshakes = 0
+        self._doubtful: list[tuple[float, str, str]] = []
+        self._window_start = 0.0
+        self._window = self.WARN_WINDOW
+        self._warned = 0
+        self._suppressed = 0
+
+    def stop(self) -> None:
+        """Stop and wait (bounded) for the thread; report what is still in doubt."""
+        self._stopping.set()
+        self.join(2.0)
+        if not self.is_alive() and self._doubtful:
+            self._judge(final=True)
+
+    def run(self) -> None:
+        network = self.network
+        poller = zmq.Poller()
+        poller.register(network._router_monitor, zmq.POLLIN)
+        for monitor in network._monitors:
+            poller.register(monitor, zmq.POLLIN)
+        while not self._stopping.is_set():
+            try:
+                ready = dict(poller.poll(100))
+                for sock in ready:
+                    self._drain(sock)
+            except zmq.ZMQError:
+                if self._stopping.is_set():
+                    return
+                raise
+            self._age()
+            if self._doubtful:
+                self._judge()
+            elif self._suppressed:
+                self._flush_summary(time.monotonic())
+
+    def _drain(self, sock: zmq.Socket[bytes]) -> None:
+        network = self.network
+        peer = network._monitors.get(sock)
+        while True:
+            try:
+                info = parse_monitor_message(sock.recv_multipart(flags=zmq.NOBLOCK))
+            except zmq.Again:
+                return
+            if peer is not None:
+                if peer not in network._departed:
+                    # A peer says GOODBYE on one connection and then closes another, so
+                    # the disconnection may overtake the goodbye: give it a moment.
+                    self._suspects.setdefault(peer, time.monotonic())
+                continue
+            event, value = info["event"], info["value"]
+            endpoint = info.get("endpoint", b"").decode(errors="replace")
+            # Handshake events carry no file descriptor (0, or an errno), so they
+            # cannot be matched to connections; what can be told is whether *any*
+            # handshake ended between a connection's accept and its disconnect.
+            if event == zmq.EVENT_ACCEPTED:
+                self._accepted[value] = (endpoint, self._handshakes)
+            elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._handshakes += 1
+            elif event in _HANDSHAKE_FAILURES:
+                self._handshakes += 1
+                self._reject(endpoint, _HANDSHAKE_FAILURES[event])
+            elif event == zmq.EVENT_DISCONNECTED:
+                accepted = self._accepted.pop(value, None)
+                if accepted is not None and accepted[1] == self._handshakes:
+                    # Accepted and closed with no handshake at all: bytes that are
+                    # not even a ZMTP greeting end like this.
+                    self._reject(accepted[0], "not a ZeroMQ peer")
+
+    def _reject(self, endpoint: str, why: str) -> None:
+        # Judge later: a peer that is shutting down may close a half-open
+        # connection just before its GOODBYE reaches a worker.
+        self._doubtful.append((time.monotonic(), endpoint, why))
+
+    def _judge(self, final: bool = False) -> None:
+        network = self.network
+        now = time.monotonic()
+        while self._doubtful and (final or now - self._doubtful[0][0] >= GOODBYE_GRACE):
+            seen, endpoint, why = self._doubtful.pop(0)
+            farewell = network._farewell_at
+            if network.shared.failure is not None or (
+                farewell is not None and farewell <= seen
+            ):
+                continue  # peers failing or shutting down drop half-open connections too
+            self._flush_summary(now)
+            if self._warned < self.WARN_BURST:
+                self._warned += 1
+                log.warning(
+                    "process %d rejected a connection on %s: it did not authenticate with "
+                    "the cluster secret (%s); the computation goes on",
+                    network.process, endpoint, why,
+                )
+            else:
+                self._suppressed += 1
+
+    def _flush_summary(self, now: float) -> None:
+        """At the end of a warning window: summarise what was held back, size the next."""
+        if now - self._window_start < self._window:
+            return
+        if self._suppressed:
+            log.warning(
+                "process %d rejected a connection %d more times in the last %.0f s "
+                "(peers without the cluster secret); the computation goes on",
+                self.network.process, self._suppressed, self._window,
+            )
+            # Persistent strangers: widen the window so the log stays readable.
+            self._window = min(self._window * 2, self.WARN_MAX_WINDOW)
+        else:
+            self._window = self.WARN_WINDOW
+        self._window_start, self._warned, self._suppressed = now, 0, 0
+
+    def _age(self) -> None:
+        if not self._suspects:
+            return
+        network = self.network
+        now = time.monotonic()
+        for peer, since in list(self._suspects.items()):
+            if peer in network._departed:
+                del self._suspects[peer]
+            elif now - since >= GOODBYE_GRACE:
+                del self._suspects[peer]
+                network._departed.add(peer)  # nothing more can reach it: do not linger
+                network.shared.abort(
+                    ClusterError(
+                        f"lost process {peer} at {network.addresses[peer]}: its connection "
+                        "dropped without a goodbye (the process died or stopped answering)"
+                    ),
+                    None,
+                )
 
 
 class ClusterAllocator(Allocator):
@@ -634,6 +793,10 @@ class ClusterAllocator(Allocator):
     def abort(self, reason: BaseException) -> None:
         """Record this worker's failure; local workers stop at their next step."""
         self.shared.abort(reason, self.index)
+
+    def abort_all(self, reason: BaseException) -> None:
+        """Record a failure that belongs to no worker: every local worker stops."""
+        self.shared.abort(reason, None)
 
     def close(self) -> None:
         """Send what is buffered and close this worker's sockets."""
