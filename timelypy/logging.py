@@ -20,8 +20,9 @@ Streams:
     :class:`ProgressEvent` (a progress batch was sent or received).
 
 Subscribe before building the dataflows you want to observe: operators look
-their loggers up when they are built.  Nothing is recorded for a stream
-nobody subscribed to, so logging costs nothing when unused.
+their loggers up when they are built (removing a subscription stops them).
+Nothing is recorded for a stream nobody subscribed to, so logging costs
+nothing when unused.
 
 >>> import timelypy
 >>> seen = []
@@ -121,15 +122,19 @@ class ParkEvent:
 class Logger:
     """Buffers events of one stream and hands them to the subscriber in batches."""
 
-    __slots__ = ("_action", "_buffer", "_start")
+    __slots__ = ("_action", "_buffer", "_start", "closed")
 
     def __init__(self, action: Action, start: float) -> None:
         self._action = action
         self._buffer: list[tuple[float, Any]] = []
         self._start = start
+        #: Set when the subscription is removed; operators built earlier stop logging.
+        self.closed = False
 
     def log(self, event: Any) -> None:
-        """Record ``event`` now."""
+        """Record ``event`` now (nothing, once the subscription was removed)."""
+        if self.closed:
+            return
         buffer = self._buffer
         buffer.append((time.perf_counter() - self._start, event))
         if len(buffer) >= 1024:
@@ -155,6 +160,7 @@ class Registry:
         old = self._loggers.get(name)
         if old is not None:
             old.flush()
+            old.closed = True
         logger = self._loggers[name] = Logger(action, self._start)
         return logger
 
@@ -163,6 +169,7 @@ class Registry:
         logger = self._loggers.pop(name, None)
         if logger is not None:
             logger.flush()
+            logger.closed = True
         return logger
 
     def get(self, name: str) -> Logger | None:

@@ -175,9 +175,12 @@ class Worker:
     def _log_channel(
         self, scope_addr: tuple[int, ...], source: tuple[int, int], target: tuple[int, int]
     ) -> None:
+        # Every edge gets an identifier whether or not anyone logs: drawing one only
+        # while logging would make workers that log differently disagree on channels.
+        identifier = self.new_identifier()
         logger = self._registry.get("timely")
         if logger is not None:
-            logger.log(ChannelsEvent(self.new_identifier(), scope_addr, source, target))
+            logger.log(ChannelsEvent(identifier, scope_addr, source, target))
 
     def _log_shutdown(self, address: tuple[int, ...]) -> None:
         logger = self._registry.get("timely")
@@ -218,6 +221,10 @@ class Worker:
             allocator.receive()
             self._deliver(allocator.take_events())
         active = self._active
+        if not active and timeout == 0 and self._peers > 1:
+            # Nothing to do: let the other workers' threads run (a program that
+            # busy-loops step() would otherwise hold the GIL for whole slices).
+            time.sleep(0)
         if active:
             self._last_activity = time.monotonic()
             self._active = set()

@@ -126,6 +126,11 @@ class Exchange(Pact):
         worker = scope.worker
         channel = worker.new_identifier()
         pushers, mailbox = worker.allocate(channel, operator)
+        logger = worker.log_register().get("timely")
+        if logger is not None:
+            pushers = [
+                _logged(push, logger, channel, worker.index, j) for j, push in enumerate(pushers)
+            ]
         peers = len(pushers)
         if peers == 1:
             (only,) = pushers
@@ -170,3 +175,16 @@ class Exchange(Pact):
 
 class ExchangeKeyError(TimelyError, TypeError):
     """An exchange key function returned something other than an ``int``."""
+
+
+def _logged(
+    push: Callable[[Any], None], logger: Any, channel: int, source: int, target: int
+) -> Callable[[Any], None]:
+    """Wrap a pusher so every batch it sends is logged as a ``MessagesEvent``."""
+    from timelypy.logging import MessagesEvent
+
+    def logged(message: Any) -> None:
+        logger.log(MessagesEvent(True, channel, source, target, len(message[1])))
+        push(message)
+
+    return logged

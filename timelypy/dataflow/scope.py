@@ -99,6 +99,7 @@ class Scope:
             refinement=refinement,
         )
         subgraph.index = index
+        self.worker._log_operates(self.worker.new_identifier(), subgraph.path, name)
         inner = Scope(self.worker, subgraph, parent=self)
         result = build(inner)
         self.worker._finalize_subgraph(subgraph)

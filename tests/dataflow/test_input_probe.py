@@ -1,0 +1,363 @@
+"""Input handles and probes: the program's two windows onto a running dataflow.
+
+Ported behaviour: Timely's ``core/input.rs`` handle (send, send_batch,
+advance_to that never rewinds, flush, close/drop) and ``core/probe.rs``
+(``less_than``, ``less_equal``, ``done``, ``with_frontier``; one handle may
+watch several streams and then reports the lower envelope of their
+frontiers).  Workers are stepped by hand from the test's thread -- two
+workers over a shared in-process allocator included -- so every sequence is
+exact and no test waits on a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+import timelypy
+from timelypy import (
+    Config,
+    InputError,
+    InputHandle,
+    Pipeline,
+    ProbeHandle,
+    Product,
+    ProductType,
+    Progress,
+    TimestampError,
+)
+from timelypy.communication.allocator import process_allocators
+from timelypy.dataflow.input import SEND_BUFFER
+from timelypy.worker import Worker
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def settle(workers: Sequence[Worker], rounds: int = 10) -> None:
+    """Step every worker, round-robin, a fixed number of rounds (all in this thread)."""
+    for _ in range(rounds):
+        for worker in workers:
+            worker.step()
+
+
+def run_to_completion(workers: Sequence[Worker], limit: int = 2000) -> None:
+    """Step every worker until all dataflows completed; fail after ``limit`` rounds."""
+    for _ in range(limit):
+        if not any([worker.step() for worker in workers]):
+            return
+    raise AssertionError(f"incomplete after {limit} rounds: {[w.holders() for w in workers]}")
+
+
+def batches_of(stream: Any, into: list[tuple[Any, list[Any]]]) -> Any:
+    """Record every (time, list) message the stream carries, keeping the list objects."""
+
+    def constructor(cap: Any, info: Any) -> Any:
+        def logic(inp: Any, out: Any) -> None:
+            for icap, data in inp:
+                into.append((icap.time, data))
+
+        return logic
+
+    return stream.unary(Pipeline(), "Batches", constructor)
+
+
+def one_input(timestamp_type: Any = int) -> tuple[Worker, InputHandle, ProbeHandle, list[Any]]:
+    """A worker with ``input -> record batches -> probe``."""
+    worker = Worker(process_allocators(1)[0])
+    handle = InputHandle()
+    seen: list[tuple[Any, list[Any]]] = []
+    probe = worker.dataflow(
+        lambda scope: batches_of(scope.input_from(handle), seen).probe(),
+        timestamp_type=timestamp_type,
+    )
+    return worker, handle, probe, seen
+
+
+# -- advancing --------------------------------------------------------------------------
+
+
+def test_advance_to_backwards_raises_and_changes_nothing():
+    worker, handle, probe, seen = one_input()
+    handle.advance_to(5)
+    handle.advance_to(5)  # the same time: nothing to do
+    with pytest.raises(InputError, match="from 5 back to 3"):
+        handle.advance_to(3)
+    assert handle.time == 5
+    handle.send("x")
+    handle.advance_to(6)
+    settle([worker])
+    assert seen == [(5, ["x"])]
+    assert probe.frontier() == (6,)
+    handle.close()
+    run_to_completion([worker])
+    assert probe.done()
+
+
+@pytest.mark.parametrize("bad", ["3", 3.0, None, Product(3, 0), -1, 2**64])
+def test_advance_to_a_time_of_the_wrong_type_or_range_raises(bad):
+    worker, handle, probe, seen = one_input()
+    with pytest.raises(TimestampError):
+        handle.advance_to(bad)
+    assert handle.time == 0
+    handle.send(1)
+    handle.advance_to(1)
+    settle([worker])
+    assert seen == [(0, [1])]
+    assert probe.frontier() == (1,)
+    handle.close()
+    run_to_completion([worker])
+
+
+def test_product_input_needs_product_times_beyond_the_current_one():
+    worker, handle, probe, seen = one_input(ProductType(int, int))
+    assert handle.time == Product(0, 0)
+    handle.advance_to(Product(1, 2))
+    with pytest.raises(TimestampError):
+        handle.advance_to(3)
+    with pytest.raises(InputError):
+        handle.advance_to(Product(2, 1))  # incomparable: not beyond (1, 2)
+    handle.send("p")
+    handle.advance_to(Product(2, 2))
+    settle([worker])
+    assert seen == [(Product(1, 2), ["p"])]
+    assert probe.frontier() == (Product(2, 2),)
+    handle.close()
+    run_to_completion([worker])
+
+
+# -- closing ------------------------------------------------------------------------------
+
+
+def test_use_after_close_raises_and_close_is_idempotent():
+    worker, handle, probe, seen = one_input()
+    handle.send("last")
+    handle.close()  # flushes
+    assert handle.closed
+    handle.close()
+    for action in (
+        lambda: handle.send(1),
+        lambda: handle.send_batch([1]),
+        lambda: handle.advance_to(4),
+    ):
+        with pytest.raises(InputError, match="closed"):
+            action()
+    run_to_completion([worker])
+    assert seen == [(0, ["last"])]
+    assert probe.done()
+    assert "closed" in repr(handle)
+    with pytest.raises(InputError, match="closed"):
+        Worker(process_allocators(1)[0]).dataflow(lambda scope: scope.input_from(handle))
+
+
+def test_an_unconnected_handle_refuses_to_send_or_advance():
+    handle = InputHandle()
+    with pytest.raises(InputError, match="not connected"):
+        _ = handle.time
+    with pytest.raises(InputError, match="not connected"):
+        handle.send(1)
+    with pytest.raises(InputError, match="not connected"):
+        handle.advance_to(1)
+    assert "time=None" in repr(handle)
+
+
+def test_a_handle_cannot_feed_scopes_of_another_timestamp_type():
+    handle = InputHandle()
+    worker = Worker(process_allocators(1)[0])
+    worker.dataflow(lambda scope: scope.input_from(handle).probe())
+    with pytest.raises(InputError, match="timestamps"):
+        worker.dataflow(
+            lambda scope: scope.input_from(handle), timestamp_type=ProductType(int, int)
+        )
+
+
+# -- sending --------------------------------------------------------------------------------
+
+
+def test_send_batch_hands_the_list_over_after_the_buffered_records():
+    worker, handle, probe, seen = one_input()
+    assert probe.frontier() == (0,)
+    records = [2, 3]
+    handle.send(1)
+    handle.send_batch(records)
+    handle.send_batch([])  # nothing to send
+    settle([worker])
+    assert seen == [(0, [1]), (0, [2, 3])]
+    assert seen[1][1] is records  # moved by reference, not copied
+    handle.close()
+    run_to_completion([worker])
+
+
+def test_flush_pushes_buffered_records_without_advancing():
+    worker, handle, probe, seen = one_input()
+    handle.send("a")
+    handle.send("b")
+    handle.flush()
+    handle.flush()  # nothing left
+    settle([worker])
+    assert seen == [(0, ["a", "b"])]
+    assert probe.frontier() == (0,)  # the time did not move
+    for record in range(SEND_BUFFER):
+        handle.send(record)  # a full buffer is pushed by itself
+    settle([worker])
+    assert sum(len(batch) for _, batch in seen) == 2 + SEND_BUFFER
+    handle.close()
+    run_to_completion([worker])
+
+
+def test_one_handle_feeds_two_dataflows():
+    worker = Worker(process_allocators(1)[0])
+    handle = InputHandle()
+    first: list[Any] = []
+    second: list[Any] = []
+    probe1 = worker.dataflow(lambda scope: batches_of(scope.input_from(handle), first).probe())
+    handle.send("early")
+    handle.advance_to(3)
+    # a dataflow connected later starts at the handle's current time
+    probe2 = worker.dataflow(lambda scope: batches_of(scope.input_from(handle), second).probe())
+    settle([worker])
+    assert probe1.frontier() == (3,) and probe2.frontier() == (3,)
+    records = ["both"]
+    handle.send_batch(records)
+    handle.advance_to(4)
+    settle([worker])
+    assert first == [(0, ["early"]), (3, ["both"])]
+    assert second == [(3, ["both"])]
+    assert first[1][1] is not second[0][1]  # each dataflow gets its own list
+    assert probe1.frontier() == (4,) and probe2.frontier() == (4,)
+    handle.close()
+    run_to_completion([worker])
+    assert probe1.done() and probe2.done()
+
+
+def test_new_input_returns_a_handle_and_its_stream():
+    worker = Worker(process_allocators(1)[0])
+    seen: list[Any] = []
+    handle, probe = worker.dataflow(
+        lambda scope: (lambda pair: (pair[0], batches_of(pair[1], seen).probe()))(scope.new_input())
+    )
+    handle.send(9)
+    handle.close()
+    run_to_completion([worker])
+    assert seen == [(0, [9])] and probe.done()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_handles_left_open_are_closed_when_the_worker_function_returns(workers):
+    def program(worker: Worker) -> Any:
+        handle = InputHandle()
+        captured = worker.dataflow(lambda scope: scope.input_from(handle).capture())
+        handle.send(worker.index)
+        handle.advance_to(2)
+        handle.send(10 + worker.index)
+        return captured  # the handle is still open
+
+    results = timelypy.execute(Config.process(workers), program)
+    for index, captured in enumerate(results):
+        assert captured.extract() == [(0, [index]), (2, [10 + index])]
+        # the captured stream's frontier ended empty: the input was closed
+        net: dict[Any, int] = {0: 1}
+        for event in captured:
+            if isinstance(event, Progress):
+                for time, diff in event.updates:
+                    net[time] = net.get(time, 0) + diff
+        assert all(diff == 0 for diff in net.values())
+
+
+# -- two workers: a time completes when every worker's handle passed it -----------------------
+
+
+def test_a_time_completes_only_when_every_workers_handle_passed_it():
+    workers = [Worker(allocator) for allocator in process_allocators(2)]
+    handles = [InputHandle(), InputHandle()]
+    probes = [
+        worker.dataflow(lambda scope, h=handle: scope.input_from(h).exchange(lambda x: x).probe())
+        for worker, handle in zip(workers, handles, strict=True)
+    ]
+    handles[0].advance_to(5)
+    settle(workers)
+    assert [p.frontier() for p in probes] == [(0,), (0,)]
+    handles[1].advance_to(3)
+    settle(workers)
+    assert [p.frontier() for p in probes] == [(3,), (3,)]
+    handles[1].close()
+    settle(workers)
+    assert [p.frontier() for p in probes] == [(5,), (5,)]
+    handles[0].close()
+    run_to_completion(workers)
+    assert all(p.done() for p in probes)
+
+
+# -- probes ---------------------------------------------------------------------------------
+
+
+def test_probe_reports_the_frontier_over_a_run():
+    worker, handle, probe, seen = one_input()
+    assert probe.frontier() == (0,)
+    for epoch in range(3):
+        assert probe.less_equal(epoch) and not probe.less_than(epoch)
+        assert probe.less_than(epoch + 1)
+        assert probe.with_frontier(list) == [epoch]
+        assert not probe.done()
+        handle.send(epoch)
+        handle.advance_to(epoch + 1)
+        settle([worker])
+        assert not probe.less_equal(epoch)
+        assert not probe.less_than(epoch + 1) and probe.less_equal(epoch + 1)
+        assert probe.frontier() == (epoch + 1,)
+    assert repr(probe) == "ProbeHandle([3])"
+    handle.close()
+    run_to_completion([worker])
+    assert probe.done()
+    assert probe.frontier() == ()
+    assert not probe.less_equal(10**9) and not probe.less_than(10**9)
+    assert probe.with_frontier(len) == 0
+    assert [t for t, _ in seen] == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("timestamp_type", "steps"),
+    [
+        (int, [(5, 3, {3}), (5, 7, {5}), (None, 7, {7}), (None, None, set())]),
+        (
+            ProductType(int, int),
+            [
+                (Product(1, 0), Product(0, 1), {Product(1, 0), Product(0, 1)}),
+                (Product(1, 0), Product(2, 1), {Product(1, 0)}),
+                (Product(1, 3), Product(2, 1), {Product(1, 3), Product(2, 1)}),
+                (None, Product(2, 1), {Product(2, 1)}),
+                (None, None, set()),
+            ],
+        ),
+    ],
+)
+def test_a_probe_watching_two_streams_has_the_lower_envelope(timestamp_type, steps):
+    worker = Worker(process_allocators(1)[0])
+    first, second = InputHandle(), InputHandle()
+    probe = ProbeHandle()
+
+    def build(scope: Any) -> None:
+        scope.input_from(first).probe_with(probe)
+        scope.input_from(second).map(lambda x: x).probe_with(probe)
+
+    worker.dataflow(build, timestamp_type=timestamp_type)
+    for one, two, expected in steps:
+        for handle, time in ((first, one), (second, two)):
+            if time is None:
+                handle.close()
+            else:
+                handle.advance_to(time)
+        settle([worker])
+        assert set(probe.frontier()) == expected
+    run_to_completion([worker])
+    assert probe.done()
+
+
+def test_an_unconnected_probe_is_done():
+    probe = ProbeHandle()
+    assert probe.done()
+    assert probe.frontier() == ()
+    assert not probe.less_than(0) and not probe.less_equal(0)
+    assert probe.with_frontier(tuple) == ()
+    assert repr(probe) == "ProbeHandle([])"
