@@ -71,6 +71,7 @@ def time_updates(
     tracker: Tracker, head: Source, tail: Target, updates: int, product: bool
 ) -> float:
     """Median seconds per capability move, after checking the tail sees each move."""
+
     def at(t: int) -> object:
         return Product(t, 0) if product else t
 

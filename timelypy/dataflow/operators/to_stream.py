@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = ["to_stream", "CHUNK"]
 
-#: Items per batch (and per activation).
-CHUNK = 8192
+#: Items per batch (and per activation).  Measured: 2,048 keeps the per-batch
+#: overhead negligible and batches small enough to stay in the CPU caches.
+CHUNK = 2048
 
 
 def to_stream(iterable: Iterable[Any], scope: Scope) -> Stream:
@@ -35,14 +36,26 @@ def to_stream(iterable: Iterable[Any], scope: Scope) -> Stream:
 
     def constructor(cap: Capability, info: OperatorInfo) -> Callable[[OperatorOutput], None]:
         held: list[Capability | None] = [cap.retain()]
-        items = iter(iterable)
         activate = info.activator()
+        if isinstance(iterable, list | tuple | range):
+            # Sequences are sliced, which is faster than pulling items one by one.
+            position = [0]
+
+            def take() -> list[Any]:
+                start = position[0]
+                position[0] = start + CHUNK
+                return list(iterable[start : start + CHUNK])  # type: ignore[index]
+        else:
+            items = iter(iterable)
+
+            def take() -> list[Any]:
+                return list(islice(items, CHUNK))
 
         def logic(output: OperatorOutput) -> None:
             cap = held[0]
             if cap is None:
                 return
-            chunk = list(islice(items, CHUNK))
+            chunk = take()
             if chunk:
                 output.session(cap).give_batch(chunk)
             if len(chunk) == CHUNK:
