@@ -32,32 +32,30 @@ from timelypy import Exchange, Pipeline, stable_hash
 def count_words(scope: timelypy.Scope, lines: timelypy.Stream) -> timelypy.Stream:
     """``(word, count)`` for every word of ``lines``, per epoch, across all workers."""
 
-    def combine(cap: Any, info: Any) -> Any:
-        # A combiner: count each batch locally, so only distinct words travel.
-        def logic(input: Any, output: Any) -> None:
+    def totals_per_epoch() -> Any:
+        counts: dict[Any, Counter[str]] = {}
+
+        def logic(input: Any, output: Any, notificator: Any) -> None:
             for cap, batch in input:
-                counts: Counter[str] = Counter()
-                for line in batch:
-                    counts.update(line.split())
-                output.session(cap).give_batch(list(counts.items()))
+                total = counts.get(cap.time)
+                if total is None:
+                    total = counts[cap.time] = Counter()
+                    notificator.notify_at(cap.retain())
+                if batch and type(batch[0]) is str:
+                    total.update(" ".join(batch).split())  # lines: one C-level count
+                else:
+                    for word, n in batch:  # partial counts from other workers
+                        total[word] += n
+            for cap, _ in notificator:  # the epoch is complete: emit its totals
+                output.session(cap).give_batch(list(counts.pop(cap.time).items()))
 
         return logic
 
-    totals: dict[Any, Counter[str]] = {}
-
-    def finish(input: Any, output: Any, notificator: Any) -> None:
-        for cap, pairs in input:
-            counts = totals.get(cap.time)
-            if counts is None:
-                counts = totals[cap.time] = Counter()
-                notificator.notify_at(cap.retain())
-            for word, n in pairs:
-                counts[word] += n
-        for cap, _ in notificator:
-            output.session(cap).give_batch(list(totals.pop(cap.time).items()))
-
-    return lines.unary(Pipeline(), "Combine", combine).unary_notify(
-        Exchange(lambda pair: stable_hash(pair[0])), "Count", [], finish
+    # A combiner: each worker counts its own lines for the whole epoch, so that
+    # every distinct word crosses to the worker that owns it only once.
+    local = lines.unary_notify(Pipeline(), "Combine", [], totals_per_epoch())
+    return local.unary_notify(
+        Exchange(lambda pair: stable_hash(pair[0])), "Count", [], totals_per_epoch()
     )
 
 

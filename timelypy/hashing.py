@@ -20,6 +20,8 @@ from typing import Any
 
 __all__ = ["stable_hash"]
 
+crc32 = zlib.crc32
+
 
 def stable_hash(value: Any) -> int:
     """A non-negative ``int`` that depends only on ``value``, in every process.
@@ -30,7 +32,10 @@ def stable_hash(value: Any) -> int:
     """
     kind = type(value)
     if kind is str:
-        return zlib.crc32(value.encode("utf-8", "surrogatepass"))
+        try:
+            return crc32(value.encode())
+        except UnicodeEncodeError:  # lone surrogates: same bytes as surrogatepass gives
+            return crc32(value.encode("utf-8", "surrogatepass"))
     if kind is int:
         return value & 0xFFFF_FFFF_FFFF_FFFF
     if kind is bytes:

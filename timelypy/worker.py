@@ -58,6 +58,8 @@ class Worker:
         self.config = config if config is not None else Config()
         self._index = allocator.index
         self._peers = allocator.peers
+        #: Worker threads sharing this process (and its GIL).
+        self._local_peers = self.config.workers
         self._dataflows: dict[int, Subgraph] = {}
         self._active: set[int] = set()
         self._next_identifier = 0
@@ -221,9 +223,9 @@ class Worker:
             allocator.receive()
             self._deliver(allocator.take_events())
         active = self._active
-        if not active and timeout == 0 and self._peers > 1:
-            # Nothing to do: let the other workers' threads run (a program that
-            # busy-loops step() would otherwise hold the GIL for whole slices).
+        if not active and timeout == 0 and self._local_peers > 1:
+            # Nothing to do: let this process's other worker threads run (a program
+            # that busy-loops step() would otherwise hold the GIL for whole slices).
             time.sleep(0)
         if active:
             self._last_activity = time.monotonic()

@@ -239,8 +239,9 @@ def _run_execution(
                 sc.cancelJobGroup(group)
                 cancelled = True
                 outcome["timeout"] = True
-        # Errors sent just before the job ended are still in the socket.
-        for _, message in rendezvous.poll(0.2):
+        # Errors sent just before a failed job ended may still be in the socket
+        # (a task reports before it fails, so a successful job has none to wait for).
+        for _, message in rendezvous.poll(0.2 if "error" in outcome else 0):
             if message.kind == "error" and _better(worker_error, message):
                 worker_error = (message.index, message.body)
     except BaseException:

@@ -50,11 +50,14 @@ def run(
     attempts: int = 0,
     serializer: str = "msgpack",
     connect_timeout: float = 60.0,
+    collect: bool = False,
 ) -> Any:
     """Run ``build`` over ``source``'s partitions; return the output as an RDD or DataFrame.
 
     ``workers`` defaults to the number of partitions of ``source`` (it is
-    repartitioned when they differ).  See the module documentation.
+    repartitioned when they differ).  With ``collect=True`` the output
+    records come back to the driver as a list, in the same single Spark job
+    (no persisted RDD, no second job).  See the module documentation.
     """
     from pyspark import StorageLevel
 
@@ -85,6 +88,9 @@ def run(
         barrier_rdd.count()
         return barrier_rdd
 
+    if collect and schema is not None:
+        raise ConfigError("collect=True returns a list; it cannot also make a DataFrame")
+
     output = run_barrier(
         sc,
         rdd,
@@ -95,7 +101,7 @@ def run(
         attempts=attempts,
         serializer=serializer,
         connect_timeout=connect_timeout,
-        action=persist_and_count,
+        action=(lambda barrier_rdd: barrier_rdd.collect()) if collect else persist_and_count,
     )
     if schema is None:
         return output

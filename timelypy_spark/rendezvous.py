@@ -93,7 +93,7 @@ class Rendezvous:
     def poll(self, timeout: float) -> list[tuple[bytes, Message]]:
         """Receive the messages that arrive within ``timeout`` seconds."""
         received = []
-        if self.socket.poll(int(timeout * 1000)):
+        if self.socket.poll(int(timeout * 1000)) if timeout > 0 else self.socket.poll(0):
             while True:
                 try:
                     identity, payload = self.socket.recv_multipart(flags=zmq.NOBLOCK)

@@ -436,9 +436,14 @@ class ClusterNetwork:
         try:
             if self._closed:
                 return True
-            events = dict(self._poller.poll(int(timeout * 1000))) if timeout > 0 else None
             router = self._router
-            if events is None or router in events:
+            if timeout > 0:
+                ready = bool(self._poller.poll(int(timeout * 1000)))
+            else:
+                # Asking for the socket's state costs less than a receive that fails
+                # with an exception, which most non-blocking pumps would be.
+                ready = bool(router.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+            if ready:
                 while True:
                     try:
                         frames = router.recv_multipart(flags=zmq.NOBLOCK, copy=False)
@@ -518,6 +523,12 @@ class _Watchdog(threading.Thread):
         super().__init__(name=f"timelypy-watchdog-{network.process}", daemon=True)
         self.network = network
         self._stopping = threading.Event()
+        # A pair of inproc sockets wakes the thread at once when it must stop.
+        address = f"inproc://timelypy-watchdog-{id(self)}"
+        self._wake_receiver = network.context.socket(zmq.PAIR)
+        self._wake_receiver.bind(address)
+        self._wake_sender = network.context.socket(zmq.PAIR)
+        self._wake_sender.connect(address)
         self._suspects: dict[int, float] = {}
         # fd -> (endpoint, handshakes ended before it was accepted)
         self._accepted: dict[int, tuple[str, int]] = {}
@@ -531,21 +542,27 @@ class _Watchdog(threading.Thread):
     def stop(self) -> None:
         """Stop and wait (bounded) for the thread; report what is still in doubt."""
         self._stopping.set()
+        self._wake_sender.send(b"", flags=zmq.NOBLOCK)
         self.join(2.0)
-        if not self.is_alive() and self._doubtful:
-            self._judge(final=True)
+        self._wake_sender.close(0)
+        if not self.is_alive():
+            self._wake_receiver.close(0)
+            if self._doubtful:
+                self._judge(final=True)
 
     def run(self) -> None:
         network = self.network
         poller = zmq.Poller()
         poller.register(network._router_monitor, zmq.POLLIN)
+        poller.register(self._wake_receiver, zmq.POLLIN)
         for monitor in network._monitors:
             poller.register(monitor, zmq.POLLIN)
         while not self._stopping.is_set():
             try:
                 ready = dict(poller.poll(100))
                 for sock in ready:
-                    self._drain(sock)
+                    if sock is not self._wake_receiver:
+                        self._drain(sock)
             except zmq.ZMQError:
                 if self._stopping.is_set():
                     return
