@@ -12,20 +12,21 @@ bytewax state left over from another), in this order:
 - ``runtime_bench``: timelypy's runtime against plain Python and bytewax;
 - ``cluster_bench``: several processes over ZeroMQ against their limits,
   unless ``--no-cluster`` is given;
-- ``peers_bench --no-bytewax`` for its PySpark wordcount rows, when PySpark is
-  installed and ``--no-spark`` is not given (bytewax and plain Python are
-  already in ``runtime_bench``).
+- ``spark_bench``: wordcount with timelypy workers as Spark tasks against
+  PySpark RDD and DataFrame on the same session, when PySpark is installed
+  and ``--no-spark`` is not given.
 
-``--quick`` is passed to every one (smaller inputs, fewer rounds); ``--repeat``
-to those that take it. Each benchmark's own tables are printed as it
-finishes, then the combined table: one row per candidate with its throughput
-and its **speed vs limit**, the limit's median time / the candidate's median
-time (1.00x is as fast as the limit, higher is faster), the limit being named
-in the last column. The benchmarks that report a slowdown (``codec_bench``,
-``peers_bench``: candidate time / limit time) are inverted to that
-convention. The progress rows quote the largest graph and the fitted growth
-exponent instead, and the cluster rows their own ratio, whose meaning differs
-by measurement (its legend line says how). The runtime goals come last.
+``--quick`` is passed to every one (smaller inputs, fewer rounds);
+``--repeat`` to those that take it. ``peers_bench`` (the peers alone) is not
+run here. Each benchmark's own tables are printed as it finishes, then the
+combined table: one row per candidate with its throughput and its **speed vs
+limit**, the limit's median time / the candidate's median time (1.00x is as
+fast as the limit, higher is faster), the limit being named in the last
+column. The benchmarks that report a slowdown (``codec_bench``, candidate time
+/ limit time) are inverted to that convention. The progress rows quote the
+largest graph and the fitted growth exponent instead, and the cluster rows
+their own ratio, whose meaning differs by measurement (its legend line says
+how). The runtime goals come last.
 
 A benchmark that fails is reported in the table, the others still run, and
 the exit status is 1.
@@ -177,6 +178,22 @@ def summarize_cluster(name: str, text: str) -> list[Row]:
     ]
 
 
+def summarize_spark(name: str, text: str) -> list[Row]:
+    """Rows for spark_bench: wordcount on Spark, speed-up of timelypy_spark over each."""
+    (table,) = markdown_tables(text)
+    return [
+        [
+            name,
+            r["workload"],
+            r["candidate"],
+            r["words/s"],
+            "",
+            f"timelypy_spark is {r['timelypy speed-up']} as fast",
+        ]
+        for r in table
+    ]
+
+
 def summarize_peers(name: str, text: str) -> list[Row]:
     """Rows for peers_bench: the PySpark peers only (the others are in runtime_bench)."""
     (table,) = markdown_tables(text)
@@ -212,9 +229,7 @@ def benchmarks(args: argparse.Namespace) -> list[Benchmark]:
             )
         else:
             runs.append(
-                Benchmark(
-                    "peers_bench", [*quick, *repeat, "--no-bytewax", "--markdown"], summarize_peers
-                )
+                Benchmark("spark_bench", [*quick, *repeat, "--markdown"], summarize_spark)
             )
     return runs
 
@@ -239,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=None, help="timed rounds, where taken")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     parser.add_argument("--no-bytewax", action="store_true", help="skip the bytewax peers")
-    parser.add_argument("--no-spark", action="store_true", help="skip the PySpark peers")
+    parser.add_argument("--no-spark", action="store_true", help="skip spark_bench")
     parser.add_argument(
         "--no-cluster", action="store_true", help="skip cluster_bench (several processes)"
     )
