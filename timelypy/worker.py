@@ -166,7 +166,8 @@ class Worker:
                 logger.log(ProgressEvent(is_send, source, channel, seq, tuple(updates)))
 
         progcaster = Progcaster(pushers, mailbox, self._index, channel, hook)
-        subgraph.logger = registry.get("timely")  # type: ignore[attr-defined]
+        subgraph.logger = registry.get("timely")
+        subgraph.demand = self.config.progress_mode == "demand"
         subgraph.finalize(progcaster)
 
     def _log_operates(self, identifier: int, address: tuple[int, ...], name: str) -> None:

@@ -134,6 +134,8 @@ class Subgraph(Operate):
         self._output_capabilities: list[MutableAntichain[Any]] = []
         self._shut_down: list[bool] = []
         self._states: list[Any] = []
+        #: Timely's demand progress mode (see :meth:`_demanded`); eager sends every batch.
+        self.demand = False
         #: Called to have the parent (or the worker) schedule this subgraph.
         self.activate_self: Callable[[], None] = lambda: None
         #: What others call to schedule this scope (records entered, a message arrived).
@@ -326,6 +328,8 @@ class Subgraph(Operate):
                 self._propagate_pointstamps()
                 if self._pending:
                     self._mark_self()
+            elif self.demand and not self._demanded():
+                pass  # keep accumulating: nothing in the batch can advance a frontier yet
             else:
                 # The batch goes to every worker, this one included: receive it next step.
                 if self.progcaster.send(self._local):
@@ -365,6 +369,25 @@ class Subgraph(Operate):
                     if logger is not None:
                         logger.log(ShutdownEvent((*self.path, index)))
         self._extract(child, index, self._local if child.local else self._final)
+
+    def _demanded(self) -> bool:
+        """Demand mode: whether the batch holds a change that may advance some frontier.
+
+        That is a decrement at a pointstamp no other one implies, or any change
+        at the scope's boundary (node 0).  Holding the rest back is safe: a
+        batch is held whole, so no increment travels without the decrements
+        that justify it.
+        """
+        states = self._states
+        for (node, kind, port, time), diff in self._local.items():
+            if node == 0:
+                return True
+            if diff < 0:
+                state = states[node]
+                info = state.targets[port] if kind == 0 else state.sources[port]
+                if info.is_global(time):
+                    return True
+        return False
 
     def _locate(self, exc: Exception, child: Operate, index: int) -> None:
         """Note on ``exc`` which operator and worker raised it (once, innermost wins)."""
