@@ -30,7 +30,14 @@ from typing import Any
 
 from timelypy.errors import WorkerAborted
 
-__all__ = ["Allocator", "ProcessAllocator", "ProcessShared", "process_allocators"]
+__all__ = [
+    "Allocator",
+    "LocalMailboxes",
+    "ProcessAllocator",
+    "ProcessShared",
+    "process_allocators",
+    "waking_pusher",
+]
 
 Push = Callable[[Any], None]
 
@@ -109,7 +116,38 @@ class ProcessShared:
             waker.set()
 
 
-class ProcessAllocator(Allocator):
+class LocalMailboxes(Allocator):
+    """What every allocator of worker threads shares: mailboxes, events, abort.
+
+    Subclasses set ``shared`` (a :class:`ProcessShared`), ``index`` (the
+    global worker index), ``_events`` and ``_waker`` (this thread's).
+    """
+
+    shared: ProcessShared
+    _events: deque[int]
+    _waker: threading.Event
+
+    def take_events(self) -> list[int]:
+        """Drain this worker's event queue."""
+        events = self._events
+        if not events:
+            return []
+        taken = []
+        pop = events.popleft
+        while events:
+            taken.append(pop())
+        return taken
+
+    def abort(self, reason: BaseException) -> None:
+        """Record this worker's failure and wake the others."""
+        self.shared.abort(reason, self.index)
+
+    def abort_all(self, reason: BaseException) -> None:
+        """Record a failure that belongs to no worker: every worker stops."""
+        self.shared.abort(reason, None)
+
+
+class ProcessAllocator(LocalMailboxes):
     """One of ``peers`` worker threads in this process, exchanging messages by reference."""
 
     def __init__(self, shared: ProcessShared, index: int) -> None:
@@ -128,19 +166,8 @@ class ProcessAllocator(Allocator):
             if j == self.index:
                 pushers.append(box.append)
             else:
-                pushers.append(_remote_pusher(box, shared.events[j], shared.wakers[j], channel))
+                pushers.append(waking_pusher(box, shared.events[j], shared.wakers[j], channel))
         return pushers, shared.mailbox(channel, self.index)
-
-    def take_events(self) -> list[int]:
-        """Drain this worker's event queue."""
-        events = self._events
-        if not events:
-            return []
-        taken = []
-        pop = events.popleft
-        while events:
-            taken.append(pop())
-        return taken
 
     def await_events(self, timeout: float | None) -> None:
         """Park until woken (a message or an abort) or until ``timeout`` seconds pass."""
@@ -159,18 +186,11 @@ class ProcessAllocator(Allocator):
                 f"failed: {type(failure).__name__}: {failure}"
             )
 
-    def abort(self, reason: BaseException) -> None:
-        """Record this worker's failure and wake the others."""
-        self.shared.abort(reason, self.index)
 
-    def abort_all(self, reason: BaseException) -> None:
-        """Record a failure that belongs to no worker: every worker stops."""
-        self.shared.abort(reason, None)
-
-
-def _remote_pusher(
+def waking_pusher(
     box: deque[Any], events: deque[int], waker: threading.Event, channel: int
 ) -> Push:
+    """A pusher into another thread's mailbox that records the event and wakes it."""
     append = box.append
     record = events.append
     wake = waker.set

@@ -61,7 +61,7 @@ import zmq
 from zmq.utils import z85
 from zmq.utils.monitor import parse_monitor_message
 
-from timelypy.communication.allocator import Allocator, ProcessShared, Push
+from timelypy.communication.allocator import LocalMailboxes, ProcessShared, Push, waking_pusher
 from timelypy.communication.codec import Codec, make_codec
 from timelypy.communication.config import Config, parse_address
 from timelypy.errors import ClusterError, ConfigError, WorkerAborted
@@ -668,7 +668,7 @@ class _Watchdog(threading.Thread):
                 )
 
 
-class ClusterAllocator(Allocator):
+class ClusterAllocator(LocalMailboxes):
     """A worker thread's view of the cluster: local mailboxes plus remote sends."""
 
     def __init__(self, network: ClusterNetwork, thread: int) -> None:
@@ -699,7 +699,7 @@ class ClusterAllocator(Allocator):
                     pushers.append(box.append)
                 else:
                     pushers.append(
-                        _local_pusher(box, shared.events[local], shared.wakers[local], channel)
+                        waking_pusher(box, shared.events[local], shared.wakers[local], channel)
                     )
             else:
                 pushers.append(self._remote_pusher(channel, worker, context))
@@ -743,17 +743,6 @@ class ClusterAllocator(Allocator):
     def receive(self) -> None:
         """Dispatch whatever arrived from other processes (unless another worker is)."""
         self.network.pump(0)
-
-    def take_events(self) -> list[int]:
-        """Drain this worker's event queue."""
-        events = self._events
-        if not events:
-            return []
-        taken = []
-        pop = events.popleft
-        while events:
-            taken.append(pop())
-        return taken
 
     def await_events(self, timeout: float | None) -> None:
         """Park until a message arrives, a failure is recorded, or ``timeout`` passes."""
@@ -807,14 +796,6 @@ class ClusterAllocator(Allocator):
                     f"{type(failure).__name__}: {failure}"
                 )
 
-    def abort(self, reason: BaseException) -> None:
-        """Record this worker's failure; local workers stop at their next step."""
-        self.shared.abort(reason, self.index)
-
-    def abort_all(self, reason: BaseException) -> None:
-        """Record a failure that belongs to no worker: every local worker stops."""
-        self.shared.abort(reason, None)
-
     def close(self) -> None:
         """Send what is buffered and close this worker's sockets."""
         try:
@@ -826,21 +807,6 @@ class ClusterAllocator(Allocator):
                     departed = process in self.network._departed
                     sock.close(0 if departed or self.shared.failure else None)
                 self._dealers = None
-
-
-def _local_pusher(
-    box: deque[Any], events: deque[int], waker: threading.Event, channel: int
-) -> Push:
-    append = box.append
-    record = events.append
-    wake = waker.set
-
-    def push(message: Any) -> None:
-        append(message)
-        record(channel)
-        wake()
-
-    return push
 
 
 def execute_cluster(config: Config, func: Callable[[Any], R]) -> list[R]:

@@ -641,61 +641,59 @@ class Tracker:
                 f"(this scope's is {self.timestamp_type!r})"
             ) from exc
 
+    def _pointstamp_changes(self) -> list[tuple[int, int, int, list[tuple[Any, int]]]]:
+        """Apply the buffered updates to each port's pointstamps; return the frontier changes.
+
+        Returns ``(kind, node, port, changes)`` for every port whose pointstamp
+        frontier changed, after accounting them in the totals, the capability
+        counts, and what the scope's outputs may still see.
+        """
+        result: list[tuple[int, int, int, list[tuple[Any, int]]]] = []
+        output_changes = self._output_changes
+        per_operator = self._per_operator
+        for kind, buffered in ((0, self._target_changes), (1, self._source_changes)):
+            if not buffered:
+                continue
+            if kind == 0:
+                self._target_changes = {}
+                summaries_of = self._target_summaries
+            else:
+                self._source_changes = {}
+                summaries_of = self._source_summaries
+            for (node, port), updates in buffered.items():
+                operator = per_operator[node]
+                ports = operator.targets if kind == 0 else operator.sources
+                changes = ports[port].pointstamps.update_iter(updates.items())
+                if not changes:
+                    continue
+                summaries = summaries_of[node][port]
+                for time, diff in changes:
+                    self._total_counts += diff
+                    if kind == 1:
+                        operator.cap_counts += diff
+                    for output, summary in summaries:
+                        out = _apply(summary, time)
+                        if out is not None:
+                            oc = output_changes[output]
+                            oc[out] = oc.get(out, 0) + diff
+                result.append((kind, node, port, changes))
+        return result
+
     def _propagate_dag(self) -> None:
         """Propagation for acyclic graphs: each location once, in topological order."""
-        per_operator = self._per_operator
-        output_changes = self._output_changes
         pending: dict[int, dict[Any, int]] = {}
         heap: list[int] = []
         heappush = heapq.heappush
 
-        if self._target_changes:
-            batch = self._target_changes
-            self._target_changes = {}
-            dag_target = self._dag_target
-            for (node, port), updates in batch.items():
-                changes = per_operator[node].targets[port].pointstamps.update_iter(
-                    updates.items()
-                )
-                if changes:
-                    summaries = self._target_summaries[node][port]
-                    location = dag_target[node][port]
-                    waiting = pending.get(location)
-                    if waiting is None:
-                        waiting = pending[location] = {}
-                        heappush(heap, location)
-                    for time, diff in changes:
-                        self._total_counts += diff
-                        for output, summary in summaries:
-                            out = _apply(summary, time)
-                            if out is not None:
-                                oc = output_changes[output]
-                                oc[out] = oc.get(out, 0) + diff
-                        waiting[time] = waiting.get(time, 0) + diff
-
-        if self._source_changes:
-            batch = self._source_changes
-            self._source_changes = {}
-            dag_source = self._dag_source
-            for (node, port), updates in batch.items():
-                operator = per_operator[node]
-                changes = operator.sources[port].pointstamps.update_iter(updates.items())
-                if changes:
-                    summaries = self._source_summaries[node][port]
-                    location = dag_source[node][port]
-                    waiting = pending.get(location)
-                    if waiting is None:
-                        waiting = pending[location] = {}
-                        heappush(heap, location)
-                    for time, diff in changes:
-                        self._total_counts += diff
-                        operator.cap_counts += diff
-                        for output, summary in summaries:
-                            out = _apply(summary, time)
-                            if out is not None:
-                                oc = output_changes[output]
-                                oc[out] = oc.get(out, 0) + diff
-                        waiting[time] = waiting.get(time, 0) + diff
+        dag_index = (self._dag_target, self._dag_source)
+        for kind, node, port, changes in self._pointstamp_changes():
+            location = dag_index[kind][node][port]
+            waiting = pending.get(location)
+            if waiting is None:
+                waiting = pending[location] = {}
+                heappush(heap, location)
+            for time, diff in changes:
+                waiting[time] = waiting.get(time, 0) + diff
 
         if not heap:
             return
@@ -746,44 +744,9 @@ class Tracker:
         heappush = heapq.heappush
         heappop = heapq.heappop
         worklist = self._worklist
-        per_operator = self._per_operator
-        output_changes = self._output_changes
-
-        if self._target_changes:
-            batch = self._target_changes
-            self._target_changes = {}
-            for (node, port), updates in batch.items():
-                changes = per_operator[node].targets[port].pointstamps.update_iter(
-                    updates.items()
-                )
-                if changes:
-                    summaries = self._target_summaries[node][port]
-                    for time, diff in changes:
-                        self._total_counts += diff
-                        for output, summary in summaries:
-                            out = _apply(summary, time)
-                            if out is not None:
-                                oc = output_changes[output]
-                                oc[out] = oc.get(out, 0) + diff
-                        heappush(worklist, (time, node, 0, port, diff))
-
-        if self._source_changes:
-            batch = self._source_changes
-            self._source_changes = {}
-            for (node, port), updates in batch.items():
-                operator = per_operator[node]
-                changes = operator.sources[port].pointstamps.update_iter(updates.items())
-                if changes:
-                    summaries = self._source_summaries[node][port]
-                    for time, diff in changes:
-                        self._total_counts += diff
-                        operator.cap_counts += diff
-                        for output, summary in summaries:
-                            out = _apply(summary, time)
-                            if out is not None:
-                                oc = output_changes[output]
-                                oc[out] = oc.get(out, 0) + diff
-                        heappush(worklist, (time, node, 1, port, diff))
+        for kind, node, port, changes in self._pointstamp_changes():
+            for time, diff in changes:
+                heappush(worklist, (time, node, kind, port, diff))
 
         if not worklist:
             return
