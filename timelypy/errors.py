@@ -23,6 +23,7 @@ __all__ = [
     "InputError",
     "ConfigError",
     "SerializationError",
+    "ExchangeKeyError",
     "ClusterError",
     "WorkerAborted",
 ]
@@ -84,6 +85,14 @@ class ConfigError(TimelyError, ValueError):
 
 class SerializationError(TimelyError, TypeError):
     """A record that the configured codec cannot carry between processes."""
+
+
+class ExchangeKeyError(TimelyError, TypeError):
+    """An exchange key function returned something other than an ``int``.
+
+    Use :func:`timelypy.stable_hash` for strings and other keys: Python's own
+    ``hash`` of a string differs between processes.
+    """
 
 
 class ClusterError(TimelyError, RuntimeError):

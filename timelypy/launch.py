@@ -2,11 +2,12 @@
 
     python -m timelypy.launch -n 2 -w 2 SCRIPT [ARGS...]
 
-starts ``-n`` processes of ``SCRIPT ARGS... -n N -p I -w W -h HOSTFILE``
+starts ``-n`` processes of ``SCRIPT -n N -p I -w W -h HOSTFILE ARGS...``
 (the script reads them with :func:`timelypy.execute_from_args`), with
 
-* a fresh shared secret for this run in ``TIMELYPY_SECRET`` (unless one is
-  already set), so only these processes can join the cluster;
+* a fresh shared secret for this run in ``TIMELYPY_SECRET`` (unless
+  ``TIMELYPY_SECRET`` or ``TIMELYPY_SECRET_FILE`` is already set), so only
+  these processes can join the cluster;
 * free ports on 127.0.0.1 written to a temporary host file (unless ``-h``
   gives one);
 * every line a process prints prefixed with ``[I]``, its process index;
@@ -32,7 +33,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from timelypy.communication.cluster import SECRET_ENV
+from timelypy.communication.cluster import SECRET_ENV, SECRET_FILE_ENV
 
 __all__ = ["main", "free_ports"]
 
@@ -88,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"launch: no such script: {options.script}", file=sys.stderr)
         return 2
     env = dict(os.environ)
-    env.setdefault(SECRET_ENV, secrets.token_hex(32))
+    if not env.get(SECRET_ENV) and not env.get(SECRET_FILE_ENV):
+        env[SECRET_ENV] = secrets.token_hex(32)  # a fresh secret for this run
     env["PYTHONUNBUFFERED"] = "1"
     with tempfile.TemporaryDirectory(prefix="timelypy-launch-") as tmp:
         hostfile = options.hostfile
@@ -105,10 +107,12 @@ def _run(options: argparse.Namespace, hostfile: str, env: dict[str, str]) -> int
     relays: list[threading.Thread] = []
     extra = ["--serializer", options.serializer] if options.serializer else []
     for index in range(options.processes):
+        # Timely's flags come first: a "--" among the script's own arguments ends
+        # option parsing, and flags after it would be taken for free arguments.
         command = [
-            sys.executable, options.script, *options.args,
+            sys.executable, options.script,
             "-n", str(options.processes), "-p", str(index), "-w", str(options.workers),
-            "-h", hostfile, *extra,
+            "-h", hostfile, *extra, *options.args,
         ]
         child = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,

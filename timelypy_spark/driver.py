@@ -300,5 +300,16 @@ def _original(index: int, body: Any) -> BaseException:
 
 
 def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
+    """The informative line of a Spark error (py4j's first line only names the call)."""
+    java = getattr(error, "java_exception", None)
+    text = str(error)
+    if java is not None:
+        try:
+            text = str(java.toString())
+        except Exception:  # the JVM may be gone already
+            pass
+    for line in text.strip().splitlines():
+        line = line.strip()
+        if line and not line.startswith("An error occurred while calling"):
+            return line
+    return type(error).__name__

@@ -13,10 +13,12 @@ a partition must come in non-decreasing epoch order).
 DataFrame rows enter as plain tuples (``tuple(row)``), which travel between
 workers with the default codec; ``row_type="dict"`` gives ``row.asDict()``.
 
-The output RDD is persisted (memory and disk) and computed once, in the
-barrier stage, before ``run`` returns, so later Spark actions do not re-run
-the workers.  If Spark ever evicts and recomputes it, the stage cannot
-rejoin a finished run: keep the result or write it out.
+The workers run once, in a barrier stage, before ``run`` returns.  Their
+output then crosses a shuffle into an ordinary, persisted RDD (memory and
+disk): Spark refuses ``take``, ``first`` or ``show`` on anything that still
+chains to a barrier stage, and the shuffle files keep the output, so later
+actions never run the workers again.  ``collect=True`` skips all that and
+returns the records in a list, from the same single job.
 
 >>> # result = timelypy_spark.run(spark, lambda scope, lines: lines.flat_map(str.split), rdd)
 """
@@ -83,10 +85,18 @@ def run(
 
     program = _program(build, epoch_size, epoch_of, convert)
 
-    def persist_and_count(barrier_rdd: Any) -> Any:
-        barrier_rdd.persist(StorageLevel.MEMORY_AND_DISK)
-        barrier_rdd.count()
-        return barrier_rdd
+    def materialize(barrier_rdd: Any) -> Any:
+        # Spark refuses partial jobs (take, first, show) on a chain that holds a
+        # barrier stage, so the output crosses a shuffle: the RDD returned is an
+        # ordinary one, and the shuffle files keep the workers' output, so later
+        # actions do not run the workers again.
+        keyed = barrier_rdd.mapPartitionsWithIndex(
+            lambda index, records: ((index, record) for record in records)
+        )
+        output = keyed.partitionBy(workers, _same_partition).values()
+        output.persist(StorageLevel.MEMORY_AND_DISK)
+        output.count()
+        return output
 
     if collect and schema is not None:
         raise ConfigError("collect=True returns a list; it cannot also make a DataFrame")
@@ -101,12 +111,17 @@ def run(
         attempts=attempts,
         serializer=serializer,
         connect_timeout=connect_timeout,
-        action=(lambda barrier_rdd: barrier_rdd.collect()) if collect else persist_and_count,
+        action=(lambda barrier_rdd: barrier_rdd.collect()) if collect else materialize,
     )
     if schema is None:
         return output
     session = spark if hasattr(spark, "createDataFrame") else _session(sc)
     return session.createDataFrame(output, schema)
+
+
+def _same_partition(index: int) -> int:
+    """Keep each worker's output in the partition of the same number."""
+    return index
 
 
 def _as_rdd(source: Any) -> tuple[Any, bool]:

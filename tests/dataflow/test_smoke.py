@@ -69,3 +69,46 @@ def test_error_names_worker_and_operator():
         timelypy.execute(Config.process(2), program)
     notes = "\n".join(getattr(info.value, "__notes__", []))
     assert "'Map'" in notes and "worker 1" in notes
+
+
+def test_build_reschedule_runs_again_until_the_logic_says_stop():
+    def build(scope):
+        builder = timelypy.OperatorBuilder("Countdown", scope)
+        output, stream = builder.new_output()
+        runs: list[int] = []
+
+        def constructor(caps):
+            held = [caps[0].retain()]
+
+            def logic(frontiers):
+                runs.append(len(runs))
+                if held and len(runs) == 5:
+                    output.session(held[0]).give_batch(["done"])
+                    held.pop().drop()
+                return bool(held)  # run again next step while holding a capability
+
+            return logic
+
+        builder.build_reschedule(constructor)
+        return runs, stream.capture()
+
+    runs, captured = timelypy.example(build)
+    assert captured.extract() == [(0, ["done"])]
+    assert 5 <= len(runs) <= 6  # once more after the drop, to observe the shutdown
+
+
+def test_notify_at_an_input_capability_explains_what_to_do():
+    errors = []
+
+    def build(scope):
+        def logic(inp, out, notificator):
+            for cap, _ in inp:
+                try:
+                    notificator.notify_at(cap)
+                except timelypy.CapabilityError as error:
+                    errors.append(str(error))
+
+        scope.to_stream([1]).unary_notify(timelypy.Pipeline(), "Notify", [], logic)
+
+    timelypy.example(build)
+    assert len(errors) == 1 and "retain()" in errors[0]

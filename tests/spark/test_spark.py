@@ -72,6 +72,30 @@ def test_wordcount_equals_reduce_by_key(idle, tmp_path):
     assert {row["word"]: row["count"] for row in frame.collect()} == expected
 
 
+def test_output_supports_partial_actions_without_rerunning_the_workers(idle):
+    runs = idle.sparkContext.accumulator(0)
+
+    def build(scope: timelypy.Scope, numbers: timelypy.Stream) -> timelypy.Stream:
+        def count_run(x: int) -> int:
+            return x * 2
+
+        runs.add(1)  # once per worker build
+        return numbers.map(count_run)
+
+    rdd = idle.sparkContext.parallelize(range(10), 2)
+    result = timelypy_spark.run(idle, build, rdd)
+    assert sorted(result.collect()) == [x * 2 for x in range(10)]
+    assert len(result.take(3)) == 3 and result.first() in range(0, 20, 2)
+    def build_rows(scope: timelypy.Scope, numbers: timelypy.Stream) -> timelypy.Stream:
+        runs.add(1)
+        return numbers.map(lambda x: (x * 2,))
+
+    frame = timelypy_spark.run(idle, build_rows, rdd, schema="n long")
+    assert frame.count() == 10 and len(frame.limit(3).collect()) == 3
+    assert len(frame.head(2)) == 2
+    assert runs.value == 4  # two runs of two workers: later actions reuse the output
+
+
 def test_dataframe_source_rows_arrive_as_tuples(idle):
     frame = idle.createDataFrame([(i, f"n{i}") for i in range(20)], "id long, name string")
 

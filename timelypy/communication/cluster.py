@@ -88,7 +88,8 @@ SECRET_ENV = "TIMELYPY_SECRET"
 SECRET_FILE_ENV = "TIMELYPY_SECRET_FILE"
 #: Environment variable overriding the start-up timeout (seconds).
 CONNECT_TIMEOUT_ENV = "TIMELYPY_CONNECT_TIMEOUT"
-#: Environment variable naming the run (the Spark backend sets it per execution).
+#: Environment variable naming the run; its tag salts the keys and routing ids
+#: (the Spark backend passes ``run=`` per execution instead).
 RUN_ENV = "TIMELYPY_RUN"
 
 #: Default seconds to wait for every peer at start-up.
@@ -99,7 +100,7 @@ HEARTBEAT_INTERVAL = 0.3
 HEARTBEAT_TIMEOUT = 1.5
 #: Seconds a disconnected peer has to show it said goodbye before it counts as lost.
 GOODBYE_GRACE = 0.5
-#: Buffered bytes for one destination process that trigger a send before the step ends.
+#: Buffered bytes (for all destinations of a worker) that trigger a send before the step ends.
 FLUSH_BYTES = 1 << 18
 #: Seconds a closing socket may spend delivering what is queued.
 LINGER_SECONDS = 2.0
@@ -206,6 +207,8 @@ class ClusterNetwork:
         # connection t + 1 that of the peer's worker thread t.
         self._hello: set[tuple[int, int]] = set()
         self._worker_dealers: dict[int, dict[int, zmq.Socket[bytes]]] = {}
+        #: Peers every connection of which said HELLO.
+        self._hello_done: set[int] = set()
         self._departed: set[int] = set()
         self._leaving = False
         #: When this process or a peer first said goodbye (half-open connections follow).
@@ -256,7 +259,12 @@ class ClusterNetwork:
                 sock.setsockopt(zmq.HEARTBEAT_IVL, int(HEARTBEAT_INTERVAL * 1000))
                 sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(HEARTBEAT_TIMEOUT * 1000))
                 sock.setsockopt(zmq.HEARTBEAT_TTL, int(HEARTBEAT_TIMEOUT * 1000))
-                monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+                monitor = sock.get_monitor_socket(
+                    zmq.EVENT_DISCONNECTED
+                    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+                    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                )
                 sock.connect(self._endpoints[peer])
                 self._control[peer] = sock
                 self._monitors[monitor] = peer
@@ -359,6 +367,10 @@ class ClusterNetwork:
             for connection in range(self.workers + 1)
         }
         while not expected <= self._hello:
+            self._hello_done = {
+                p for p in range(self.processes)
+                if all((p, c) in self._hello for c in range(self.workers + 1))
+            }
             self.check()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -370,6 +382,7 @@ class ClusterNetwork:
                     f"and secret, and reachable from {self.addresses[self.process]}?"
                 )
             self.pump(min(remaining, 0.1), wait=True)
+        self._hello_done = set(range(self.processes)) - {self.process}
 
     def goodbye(self) -> None:
         """Tell every peer this process is done (a disconnection is then expected)."""
@@ -380,7 +393,8 @@ class ClusterNetwork:
 
     def announce_failure(self, error: BaseException) -> None:
         """Tell every peer this process failed, with the error's description."""
-        text = f"{type(error).__name__}: {error}"
+        message = str(error)
+        text = f"{type(error).__name__}: {message}" if message else type(error).__name__
         notes = getattr(error, "__notes__", None)
         if notes:
             text += " (" + "; ".join(notes) + ")"
@@ -404,6 +418,11 @@ class ClusterNetwork:
         for monitor in list(self._monitors):
             monitor.close(0)
         self._router_monitor.close(0)
+        failed = self.shared.failure is not None
+        for dealers in self._worker_dealers.values():
+            for peer, sock in dealers.items():
+                lost = peer in self._departed or (failed and peer not in self._hello_done)
+                sock.close(0 if lost else int(LINGER_SECONDS * 1000))
         for peer, sock in self._control.items():
             sock.close(0 if peer in self._departed else int(LINGER_SECONDS * 1000))
         self._router.close(0)
@@ -582,7 +601,20 @@ class _Watchdog(threading.Thread):
             except zmq.Again:
                 return
             if peer is not None:
-                if peer not in network._departed:
+                event = info["event"]
+                if event in _HANDSHAKE_FAILURES and peer not in network._hello_done:
+                    network._departed.add(peer)
+                    network.shared.abort(
+                        ClusterError(
+                            f"process {network.process} could not authenticate with process "
+                            f"{peer} at {network.addresses[peer]} "
+                            f"({_HANDSHAKE_FAILURES[event]}): the processes do not share the "
+                            "same cluster secret (TIMELYPY_SECRET or TIMELYPY_SECRET_FILE), or "
+                            "something else listens on that address"
+                        ),
+                        None,
+                    )
+                elif event == zmq.EVENT_DISCONNECTED and peer not in network._departed:
                     # A peer says GOODBYE on one connection and then closes another, so
                     # the disconnection may overtake the goodbye: give it a moment.
                     self._suspects.setdefault(peer, time.monotonic())
@@ -797,16 +829,9 @@ class ClusterAllocator(LocalMailboxes):
                 )
 
     def close(self) -> None:
-        """Send what is buffered and close this worker's sockets."""
-        try:
-            if self.shared.failure is None:
-                self.release()
-        finally:
-            if self._dealers is not None:
-                for process, sock in self._dealers.items():
-                    departed = process in self.network._departed
-                    sock.close(0 if departed or self.shared.failure else None)
-                self._dealers = None
+        """Send what is buffered (the network closes the sockets)."""
+        if self.shared.failure is None and not self.network._closed:
+            self.release()
 
 
 def execute_cluster(config: Config, func: Callable[[Any], R]) -> list[R]:

@@ -142,6 +142,10 @@ _FROZENSET_MARK = ExtType(_EXT_FROZENSET, b"")
 _OK_MARK = ExtType(_EXT_OK, b"")
 _ERR_MARK = ExtType(_EXT_ERR, b"")
 
+_PICKLE_HINT = (
+    "--serializer pickle on the command line, Config(serializer=\"pickle\"), or "
+    "serializer=\"pickle\" for timelypy_spark"
+)
 _SUPPORTED = (
     "None, bool, int, float, str, bytes, tuple, list, dict, set, frozenset, Product, Ok and Err"
 )
@@ -454,13 +458,14 @@ def _encode_error(exc: Exception, context: str | None) -> SerializationError:
         return SerializationError(
             f"{prefix}cannot serialise record of type {_type_label(value)} "
             f"({_short_repr(value)}) with the msgpack codec, which carries {_SUPPORTED}. "
-            'Convert it to those types, or use Config(serializer="pickle") to send any '
-            "Python object with cloudpickle (trusted, authenticated peers only)."
+            "Convert it to those types, or choose the pickle serializer to send any Python "
+            "object with cloudpickle (trusted, authenticated peers only): "
+            f"{_PICKLE_HINT}."
         )
     return SerializationError(
         f"{prefix}cannot serialise a message with the msgpack codec: "
         f"{type(exc).__name__}: {exc}. "
-        'Config(serializer="pickle") sends any Python object with cloudpickle.'
+        f"The pickle serializer sends any Python object with cloudpickle: {_PICKLE_HINT}."
     )
 
 

@@ -287,6 +287,15 @@ class InputCapability:
         """Mint an owned capability at this time on ``output``."""
         return self.delayed(self._time, output).retain()
 
+    def _hold(self, action: str) -> None:
+        """Notificators and sets keep capabilities; an input capability is not one."""
+        raise CapabilityError(
+            f"{_where(self._op)}: cannot {action} an InputCapability (time {self._time!r}): it "
+            "is only valid during this activation; pass input_cap.retain() (or "
+            "input_cap.delayed(time)) instead"
+        )
+
+
     def __repr__(self) -> str:
         return f"InputCapability(time={self._time!r}, input={self._input})"
 
@@ -312,6 +321,8 @@ class CapabilitySet:
 
     def insert(self, capability: Capability) -> None:
         """Take ownership of ``capability``, keeping the set minimal."""
+        if not isinstance(capability, Capability):
+            capability._hold("insert into a CapabilitySet")  # raises a clear error
         if any(c is capability for c in self._live()):
             return
         capability._hold("insert into a CapabilitySet")

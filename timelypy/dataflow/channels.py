@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from timelypy.errors import TimelyError
+from timelypy.errors import ExchangeKeyError
 
 if TYPE_CHECKING:
     from timelypy.dataflow.operator import LeafOperator
@@ -171,10 +171,6 @@ class Exchange(Pact):
 
     def __repr__(self) -> str:
         return f"Exchange(key={getattr(self.key, '__name__', self.key)!r})".replace("'", "")
-
-
-class ExchangeKeyError(TimelyError, TypeError):
-    """An exchange key function returned something other than an ``int``."""
 
 
 def _logged(

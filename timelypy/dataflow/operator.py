@@ -460,7 +460,12 @@ class LeafOperator(Operate):
             if handle._queue:
                 self.activate()
                 break
-        return bool(result) if self.reschedule else False
+        if self.reschedule and result:
+            # build_reschedule's logic asked to run again: schedule it next step
+            # (and keep the scope alive meanwhile, as Timely's incomplete flag does).
+            self.activate()
+            return True
+        return False
 
     def _end_borrow(self, borrowed: list[Capability]) -> None:
         self._borrowed = None
