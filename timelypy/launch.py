@@ -75,13 +75,34 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--serializer", choices=("msgpack", "pickle"), help="record codec")
     parser.add_argument("--help", action="help", help="show this message and exit")
     parser.add_argument("script", help="the Python script to run in every process")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    parser.add_argument("args", nargs="*", help="arguments for the script (passed verbatim)")
     return parser
+
+
+def _split(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Split at the script: the launcher's options (and the script), and the script's arguments.
+
+    argparse would swallow a ``--`` among the script's own arguments, so
+    everything after the script is passed through verbatim.
+    """
+    valued = {"-n", "--processes", "-w", "--workers", "-h", "--hostfile", "--serializer"}
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        if arg in valued:
+            index += 2
+        elif arg.startswith("-") and arg != "-":
+            index += 1
+        else:
+            return argv[: index + 1], argv[index + 1 :]
+    return argv, []
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the launcher; return the exit code."""
-    options = _parser().parse_args(argv)
+    own, script_args = _split(list(sys.argv[1:] if argv is None else argv))
+    options = _parser().parse_args(own)
+    options.args = script_args
     if options.processes < 1 or options.workers < 1:
         print("launch: -n and -w must be at least 1", file=sys.stderr)
         return 2

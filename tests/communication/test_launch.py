@@ -197,3 +197,22 @@ def test_lingering_processes_are_terminated(tmp_path: Path) -> None:
     assert result.leftover == []
     assert "[0] process 0 lingering" in result.stdout
     assert elapsed <= GRACE_SECONDS + INTERRUPT_SECONDS + 5, elapsed
+
+
+def test_script_options_after_a_double_dash_reach_the_script(tmp_path: Path) -> None:
+    script_path = tmp_path / "args.py"
+    script_path.write_text(
+        "import sys, timelypy\n"
+        "config, rest = timelypy.Config.from_args(sys.argv)\n"
+        "print(config.processes, config.process_index, rest, flush=True)\n"
+    )
+    result = run_launcher(
+        "-n", "2", str(script_path), "data.txt", "--", "--verbose", "-5",
+        marker=str(tmp_path), timeout=RUN_DEADLINE,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = sorted(result.stdout.splitlines())
+    assert lines == [
+        "[0] 2 0 ['data.txt', '--verbose', '-5']",
+        "[1] 2 1 ['data.txt', '--verbose', '-5']",
+    ]
