@@ -112,6 +112,12 @@ _HANDSHAKE_FAILURES = {
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake failed",
 }
 _KIND_BATCH, _KIND_OBJECT = 0, 1
+# Plain ints for the receive path: pyzmq's constants are enum members, and
+# combining them costs more Python calls than the socket query itself.
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
+_NOBLOCK = int(zmq.NOBLOCK)
+
 _ENTRY = struct.Struct("<IIIB")  # channel, source worker, destination worker, payload kind
 
 
@@ -461,11 +467,11 @@ class ClusterNetwork:
             else:
                 # Asking for the socket's state costs less than a receive that fails
                 # with an exception, which most non-blocking pumps would be.
-                ready = bool(router.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+                ready = bool(router.getsockopt(_EVENTS) & _POLLIN)
             if ready:
                 while True:
                     try:
-                        frames = router.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+                        frames = router.recv_multipart(flags=_NOBLOCK, copy=False)
                     except zmq.Again:
                         break
                     self._dispatch(frames)
