@@ -231,6 +231,32 @@ def test_a_failure_stops_a_worker_stuck_waiting_for_it():
     assert_worker_threads_end()
 
 
+class Interrupted(BaseException):
+    """What a timeout or signal handler raises in the thread that called ``execute``."""
+
+
+def test_interrupting_the_calling_thread_stops_every_worker():
+    """Any BaseException in the caller (a test timeout, SystemExit) ends the workers too."""
+    import signal
+
+    def program(worker: Worker) -> None:
+        probe = worker.dataflow(lambda scope: scope.input_from(InputHandle()).probe())
+        worker.step_while(lambda: not probe.done())  # the input is never closed
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise Interrupted("caller gave up")
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(Interrupted, match="caller gave up"):
+            timelypy.execute(Config.process(2), program)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert_worker_threads_end()
+
+
 # -- stalls ------------------------------------------------------------------------------------
 
 

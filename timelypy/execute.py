@@ -140,7 +140,10 @@ def run_threads(
         for thread in threads:
             while thread.is_alive():
                 thread.join(0.2)
-    except KeyboardInterrupt as interrupt:
+    except BaseException as interrupt:
+        # Ctrl-C, a test's timeout, SystemExit from a signal handler: whatever
+        # stops the calling thread stops the workers too, rather than leaving
+        # them running (or spinning) behind it.
         allocators[0].abort_all(interrupt)
         deadline = time.monotonic() + 5.0
         for thread in threads:
