@@ -361,3 +361,36 @@ def test_an_unconnected_probe_is_done():
     assert not probe.less_than(0) and not probe.less_equal(0)
     assert probe.with_frontier(tuple) == ()
     assert repr(probe) == "ProbeHandle([])"
+
+
+@pytest.mark.parametrize("mode", ["eager", "demand"])
+@pytest.mark.parametrize("peers", [1, 2])
+def test_a_probe_inside_a_loop_follows_the_outer_frontier_without_data(mode, peers):
+    """Regression: a loop whose operators ignore frontiers still tells its probe.
+
+    The probe updates its handle as its scope propagates progress; the scope
+    must therefore run whenever its input frontier moves, even with no record
+    in flight (Timely: a probe is interested in every frontier change).
+    """
+    config = Config(workers=peers, progress_mode=mode)
+    workers = [Worker(allocator, config) for allocator in process_allocators(peers)]
+    handles = [InputHandle() for _ in workers]
+    inner_probes = [ProbeHandle() for _ in workers]
+
+    for worker, handle, inner in zip(workers, handles, inner_probes, strict=True):
+
+        def build(scope: Any, handle: InputHandle = handle, inner: ProbeHandle = inner) -> Any:
+            stream = scope.input_from(handle)
+            return scope.iterative(lambda s: stream.enter(s).probe_with(inner).leave()).probe()
+
+        worker.dataflow(build)
+    settle(workers)
+    assert [p.frontier() for p in inner_probes] == [(Product(0, 0),)] * peers
+    for handle in handles:
+        handle.advance_to(5)
+    settle(workers)
+    assert [p.frontier() for p in inner_probes] == [(Product(5, 0),)] * peers
+    for handle in handles:
+        handle.close()
+    run_to_completion(workers)
+    assert all(p.done() for p in inner_probes)

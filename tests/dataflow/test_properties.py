@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -63,11 +64,12 @@ def _keep_times(stream: timelypy.Stream, keep: Callable[[Any], bool]) -> timelyp
 
 
 def build_pipeline(
-    stream: timelypy.Stream, ops: Sequence[tuple], probes: list[ProbeHandle]
+    stream: timelypy.Stream, ops: Sequence[tuple], probes: list[ProbeHandle] | None
 ) -> timelypy.Stream:
     """Build the operators ``ops`` describe after ``stream``; return the result.
 
-    Each loop adds a probe (inside its iterative scope) to ``probes``.
+    Each loop adds a probe (inside its iterative scope) to ``probes``, unless
+    ``probes`` is ``None``.
     """
     for op in ops:
         kind = op[0]
@@ -100,7 +102,9 @@ def build_pipeline(
     return stream
 
 
-def _build_loop(stream: timelypy.Stream, op: tuple, probes: list[ProbeHandle]) -> timelypy.Stream:
+def _build_loop(
+    stream: timelypy.Stream, op: tuple, probes: list[ProbeHandle] | None
+) -> timelypy.Stream:
     _, rounds, emit_all, body = op
 
     def loop(inner: timelypy.Scope) -> timelypy.Stream:
@@ -108,6 +112,8 @@ def _build_loop(stream: timelypy.Stream, op: tuple, probes: list[ProbeHandle]) -
         after = build_pipeline(stream.enter(inner).concat(cycle), body, probes)
         _keep_times(after, lambda t: t.inner < rounds - 1).connect_loop(handle)
         leaving = after if emit_all else _keep_times(after, lambda t: t.inner == rounds - 1)
+        if probes is None:
+            return leaving.leave()
         probe = ProbeHandle()
         probes.append(probe)
         return leaving.probe_with(probe).leave()
@@ -170,10 +176,24 @@ class WorkerRecord:
     inner_frontiers: list[list[tuple[Any, ...]]] = field(default_factory=list)
 
 
+#: Steps a worker may take after closing its input before the run counts as hung;
+#: the largest pipelines finish in a few hundred.
+STEP_BUDGET = 20_000
+
+
 def run_pipeline(
-    ops: Sequence[tuple], epochs: Epochs, workers: int, progress_mode: str = "eager"
+    ops: Sequence[tuple],
+    epochs: Epochs,
+    workers: int,
+    progress_mode: str = "eager",
+    inner_probes: bool = True,
 ) -> list[WorkerRecord]:
-    """Run the pipeline on ``workers`` workers, feeding ``epochs``; return each worker's record."""
+    """Run the pipeline on ``workers`` workers, feeding ``epochs``; return each worker's record.
+
+    ``inner_probes=False`` builds loops without a probe inside them.  A worker
+    that does not finish within :data:`STEP_BUDGET` steps of closing its input
+    fails the run (and so stops the others) instead of hanging the test.
+    """
     records = [WorkerRecord() for _ in range(workers)]
 
     def program(worker: timelypy.Worker) -> None:
@@ -183,7 +203,7 @@ def run_pipeline(
         collect = record.outputs.append
 
         def build(scope: timelypy.Scope) -> None:
-            out = build_pipeline(scope.input_from(handle), ops, inner)
+            out = build_pipeline(scope.input_from(handle), ops, inner if inner_probes else None)
             out.inspect_time(lambda t, x: collect((t, x))).probe_with(probe)
 
         worker.dataflow(build)
@@ -204,8 +224,14 @@ def run_pipeline(
             for _ in range(steps):
                 step()
         handle.close()
-        while not (probe.done() and all(p.done() for p in inner)):
+        for _ in range(STEP_BUDGET):
+            if probe.done() and all(p.done() for p in inner):
+                return
             step()
+        raise AssertionError(
+            f"worker {worker.index} not done {STEP_BUDGET} steps after closing its input: "
+            f"probe at {probe.frontier()!r}"
+        )
 
     timelypy.execute(Config(workers=workers, progress_mode=progress_mode), program)
     return records
@@ -268,12 +294,14 @@ def test_pipeline_output_matches_reference(ops: list[tuple], epochs: Epochs, wor
     assert problem is None, problem + describe(ops, epochs, workers)
 
 
-@given(ops=pipeline_ops(), epochs=epoch_inputs(), workers=workers_counts)
+@given(
+    ops=pipeline_ops(), epochs=epoch_inputs(), workers=workers_counts, inner_probes=st.booleans()
+)
 def test_pipeline_output_matches_reference_in_demand_mode(
-    ops: list[tuple], epochs: Epochs, workers: int
+    ops: list[tuple], epochs: Epochs, workers: int, inner_probes: bool
 ) -> None:
     """Timely's demand progress mode holds batches back; outputs and probes must not change."""
-    records = run_pipeline(ops, epochs, workers, progress_mode="demand")
+    records = run_pipeline(ops, epochs, workers, progress_mode="demand", inner_probes=inner_probes)
     got = Counter(pair for record in records for pair in record.outputs)
     problem = multiset_mismatch(got, expected_outputs(ops, epochs))
     assert problem is None, problem + describe(ops, epochs, workers)
@@ -284,6 +312,47 @@ def test_pipeline_output_matches_reference_in_demand_mode(
         assert frontiers and frontiers[-1] == (), f"worker {index}: the probe is not done"
         problem = late_output(record)
         assert problem is None, f"worker {index}: {problem}" + describe(ops, epochs, workers)
+
+
+#: A case CI found: four workers in demand mode, a loop whose records cross
+#: workers twice a round.  Every worker held back its inner progress, each
+#: batch's decrements implied by the loop's stale view of the input frontier,
+#: which the loop (all of whose operators ignore frontiers) never ran to update.
+DEMAND_LOOP_CASE = (
+    [
+        (
+            "loop",
+            3,
+            True,
+            [("exchange", 4), ("filter", 2, 0), ("exchange", 1), ("exchange", 4), ("filter", 2, 1)],
+        )
+    ],
+    [
+        (0, [], 3),
+        (2, [(2, -6)], 3),
+        (5, [(2, 30), (0, -9)], 3),
+        (7, [(1, 23), (1, -2), (1, 14), (0, 27)], 3),
+        (10, [], 3),
+        (11, [(1, 30)], 1),
+    ],
+)
+
+
+@pytest.mark.parametrize("inner_probes", [False, True])
+def test_demand_mode_loops_finish_when_every_worker_holds_progress(inner_probes: bool) -> None:
+    """Regression: repeated runs of :data:`DEMAND_LOOP_CASE` all finish with the right output.
+
+    Whether every worker holds at once depends on how the threads interleave,
+    so the case runs many times; before the fix about one run in a few dozen
+    stalled.
+    """
+    ops, epochs = DEMAND_LOOP_CASE
+    expected = expected_outputs(ops, epochs)
+    for _ in range(60):
+        records = run_pipeline(ops, epochs, 4, progress_mode="demand", inner_probes=inner_probes)
+        got = Counter(pair for record in records for pair in record.outputs)
+        problem = multiset_mismatch(got, expected)
+        assert problem is None, problem
 
 
 @given(ops=pipeline_ops(), epochs=epoch_inputs(), workers=workers_counts)

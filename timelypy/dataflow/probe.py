@@ -68,9 +68,13 @@ class ProbeHandle:
 def probe_with(stream: Stream, handle: ProbeHandle) -> Stream:
     """Make ``handle`` watch ``stream``'s frontier; return ``stream``."""
     builder = OperatorBuilder("Probe", stream.scope)
-    inp = builder.new_input(stream, interest=FrontierInterest.NEVER)
-    # The scope pushes the input's frontier changes straight into the handle
-    # as it propagates progress, so the handle is current after every step.
+    # The scope pushes the input's frontier changes straight into the handle as
+    # it propagates progress, so the operator itself has nothing to do on a
+    # frontier change.  It still declares ALWAYS, as Timely's probe does: an
+    # enclosing scope is as interested in its inputs' frontiers as its most
+    # interested child, and only a scope that runs on every change of its own
+    # input frontier propagates that change to a probe inside it.
+    inp = builder.new_input(stream, interest=FrontierInterest.ALWAYS)
     builder._op.frontier_changes = [_Feed(handle._frontier)]
 
     def constructor(caps: list[Any]) -> Callable[[Any], None]:

@@ -237,6 +237,13 @@ class Subgraph(Operate):
         interest = max(
             (n for child in children[1:] for n in child.notify), default=FrontierInterest.NEVER
         )
+        if self.demand:
+            # Unlike Timely: in demand mode a batch is held while its decrements
+            # are implied by other pointstamps, and the scope's own input
+            # pointstamps (its view of the outer frontier) are among them.  A
+            # scope that did not run when that frontier moved could hold a
+            # batch forever on every worker at once.
+            interest = FrontierInterest.ALWAYS
         self.notify = [interest] * self.inputs
         self._output_capabilities = [MutableAntichain() for _ in range(self.outputs)]
         self._incomplete = [False] + [True] * (len(children) - 1)
