@@ -181,6 +181,39 @@ class WorkerRecord:
 STEP_BUDGET = 20_000
 
 
+def feed_and_finish(
+    worker: timelypy.Worker,
+    handle: InputHandle,
+    epochs: Epochs,
+    step: Callable[[], Any],
+    done: Callable[[], bool],
+) -> None:
+    """Send this worker's share of ``epochs``, close ``handle``, and step until ``done()``.
+
+    Each epoch's records go to worker ``choice % peers``, followed by that
+    epoch's number of steps.  A worker not done within :data:`STEP_BUDGET`
+    steps of closing its input fails the run (and so stops the others)
+    instead of hanging the test.
+    """
+    for time, sent, steps in epochs:
+        if time != handle.time:
+            handle.advance_to(time)
+        for choice, x in sent:
+            if choice % worker.peers == worker.index:
+                handle.send(x)
+        for _ in range(steps):
+            step()
+    handle.close()
+    for _ in range(STEP_BUDGET):
+        if done():
+            return
+        step()
+    raise AssertionError(
+        f"worker {worker.index} not done {STEP_BUDGET} steps after closing its input: "
+        f"{worker.holders()}"
+    )
+
+
 def run_pipeline(
     ops: Sequence[tuple],
     epochs: Epochs,
@@ -190,9 +223,7 @@ def run_pipeline(
 ) -> list[WorkerRecord]:
     """Run the pipeline on ``workers`` workers, feeding ``epochs``; return each worker's record.
 
-    ``inner_probes=False`` builds loops without a probe inside them.  A worker
-    that does not finish within :data:`STEP_BUDGET` steps of closing its input
-    fails the run (and so stops the others) instead of hanging the test.
+    ``inner_probes=False`` builds loops without a probe inside them.
     """
     records = [WorkerRecord() for _ in range(workers)]
 
@@ -215,22 +246,8 @@ def run_pipeline(
             for frontiers, inner_probe in zip(record.inner_frontiers, inner, strict=True):
                 frontiers.append(inner_probe.frontier())
 
-        for time, sent, steps in epochs:
-            if time != handle.time:
-                handle.advance_to(time)
-            for choice, x in sent:
-                if choice % worker.peers == worker.index:
-                    handle.send(x)
-            for _ in range(steps):
-                step()
-        handle.close()
-        for _ in range(STEP_BUDGET):
-            if probe.done() and all(p.done() for p in inner):
-                return
-            step()
-        raise AssertionError(
-            f"worker {worker.index} not done {STEP_BUDGET} steps after closing its input: "
-            f"probe at {probe.frontier()!r}"
+        feed_and_finish(
+            worker, handle, epochs, step, lambda: probe.done() and all(p.done() for p in inner)
         )
 
     timelypy.execute(Config(workers=workers, progress_mode=progress_mode), program)
@@ -415,17 +432,7 @@ def run_notify(
             return stream.unary_notify(Pipeline(), "Notify", init, logic).probe()
 
         probe = worker.dataflow(build)
-        for time, sent, steps in epochs:
-            if time != handle.time:
-                handle.advance_to(time)
-            for choice, x in sent:
-                if choice % worker.peers == worker.index:
-                    handle.send(x)
-            for _ in range(steps):
-                worker.step()
-        handle.close()
-        while not probe.done():
-            worker.step()
+        feed_and_finish(worker, handle, epochs, worker.step, probe.done)
 
     timelypy.execute(Config.process(workers), program)
     return logs
