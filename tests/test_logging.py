@@ -14,11 +14,11 @@ worker).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
+from tests.stepping import run_to_completion
 from timelypy import InputHandle, OperatorBuilder
 from timelypy.communication.allocator import process_allocators
 from timelypy.logging import (
@@ -39,14 +39,6 @@ pytestmark = pytest.mark.timeout(60)
 def workers_of(peers: int) -> list[Worker]:
     """``peers`` workers sharing one in-process allocator, stepped from this thread."""
     return [Worker(allocator) for allocator in process_allocators(peers)]
-
-
-def run_to_completion(workers: Sequence[Worker], limit: int = 2000) -> None:
-    """Step every worker until all dataflows completed; fail after ``limit`` rounds."""
-    for _ in range(limit):
-        if not any([worker.step() for worker in workers]):
-            return
-    raise AssertionError(f"incomplete after {limit} rounds: {[w.holders() for w in workers]}")
 
 
 def subscribe(worker: Worker, *names: str) -> dict[str, list[tuple[float, Any]]]:

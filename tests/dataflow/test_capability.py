@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.stepping import run_to_completion, settle
 from timelypy import (
     Capability,
     CapabilityError,
@@ -46,20 +47,6 @@ PRODUCT = ProductType(int, int)
 def new_worker() -> Worker:
     """A single worker driven by hand from the test's thread."""
     return Worker(process_allocators(1)[0])
-
-
-def settle(worker: Worker, steps: int = 8) -> None:
-    """Step a fixed number of times (single worker: every change lands within a step or two)."""
-    for _ in range(steps):
-        worker.step()
-
-
-def run_to_completion(worker: Worker, limit: int = 2000) -> None:
-    """Step until every dataflow completed; fail (naming the holders) after ``limit`` steps."""
-    for _ in range(limit):
-        if not worker.step():
-            return
-    raise AssertionError(f"dataflows incomplete after {limit} steps: {worker.holders()}")
 
 
 def feed_epochs(

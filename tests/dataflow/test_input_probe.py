@@ -11,12 +11,12 @@ exact and no test waits on a clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 import timelypy
+from tests.stepping import run_to_completion, settle
 from timelypy import (
     Config,
     InputError,
@@ -33,21 +33,6 @@ from timelypy.dataflow.input import SEND_BUFFER
 from timelypy.worker import Worker
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def settle(workers: Sequence[Worker], rounds: int = 10) -> None:
-    """Step every worker, round-robin, a fixed number of rounds (all in this thread)."""
-    for _ in range(rounds):
-        for worker in workers:
-            worker.step()
-
-
-def run_to_completion(workers: Sequence[Worker], limit: int = 2000) -> None:
-    """Step every worker until all dataflows completed; fail after ``limit`` rounds."""
-    for _ in range(limit):
-        if not any([worker.step() for worker in workers]):
-            return
-    raise AssertionError(f"incomplete after {limit} rounds: {[w.holders() for w in workers]}")
 
 
 def batches_of(stream: Any, into: list[tuple[Any, list[Any]]]) -> Any:

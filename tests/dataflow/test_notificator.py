@@ -15,11 +15,12 @@ so a request the notificator forgot to release (or released twice) fails.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from tests.stepping import run_to_completion, settle
 from timelypy import (
     Capability,
     CapabilityError,
@@ -41,22 +42,6 @@ from timelypy.worker import Worker
 pytestmark = pytest.mark.timeout(60)
 
 P = Product
-
-
-def settle(workers: Sequence[Worker], rounds: int = 10) -> None:
-    """Step every worker, round-robin, a fixed number of rounds (all in this thread)."""
-    for _ in range(rounds):
-        for worker in workers:
-            worker.step()
-
-
-def run_to_completion(workers: Sequence[Worker], limit: int = 2000) -> None:
-    """Step every worker until all dataflows completed; fail after ``limit`` rounds."""
-    for _ in range(limit):
-        running = [worker.step() for worker in workers]
-        if not any(running):
-            return
-    raise AssertionError(f"incomplete after {limit} rounds: {[w.holders() for w in workers]}")
 
 
 class HeldSource:
