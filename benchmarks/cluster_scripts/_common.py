@@ -32,7 +32,7 @@ import cProfile
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,8 @@ __all__ = [
     "Profiler",
     "Timer",
     "sync",
+    "timed_epoch",
+    "run_and_emit",
     "exchange_records",
     "chunks",
 ]
@@ -143,6 +145,32 @@ def sync(
     handle.advance_to(time)
     while probe.less_than(time):
         worker.step_or_park(PARK_SECONDS)
+
+
+def timed_epoch(
+    worker: timelypy.Worker,
+    handle: timelypy.InputHandle,
+    probe: timelypy.ProbeHandle,
+    batches: list[list[Any]],
+    epoch: int,
+) -> Timer:
+    """Feed ``batches`` at the current epoch, advance to ``epoch``, step until done; timed."""
+    with Timer() as timer:
+        for batch in batches:
+            handle.send_batch(list(batch))
+            worker.step()
+        sync(worker, handle, probe, epoch)
+    return timer
+
+
+def run_and_emit(
+    config: Config, program: Callable[[timelypy.Worker], dict[str, Any]], profiler: Profiler
+) -> None:
+    """Run ``program`` on this process's workers, save the profile, emit each worker's result."""
+    results = timelypy.execute(config, program)
+    profiler.dump()
+    for result in results:
+        emit(result)
 
 
 def chunks(items: list[Any], size: int = CHUNK) -> list[list[Any]]:

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Profiler, Timer, emit, parse
+from _common import Profiler, Timer, parse, run_and_emit
 
 import timelypy
 
@@ -115,10 +115,7 @@ def main() -> None:
             "checked": True,
         }
 
-    results = timelypy.execute(config, program)
-    profiler.dump()
-    for result in results:
-        emit(result)
+    run_and_emit(config, program, profiler)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from operator import itemgetter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Profiler, Timer, chunks, emit, exchange_records, parse, sync
+from _common import Profiler, chunks, exchange_records, parse, run_and_emit, sync, timed_epoch
 
 import timelypy
 from benchmarks._data import part_paths
@@ -37,21 +37,6 @@ from timelypy.dataflow import Exchange
 
 DEFAULTS = {"words": 1_000_000, "reps": 3, "profile": "", "gc": 1}
 
-
-def timed_epoch(
-    worker: timelypy.Worker,
-    handle: timelypy.InputHandle,
-    probe: timelypy.ProbeHandle,
-    batches: list[list],
-    epoch: int,
-) -> float:
-    """Feed ``batches`` at the current epoch, advance to ``epoch``, step until done; timed."""
-    with Timer() as timer:
-        for batch in batches:
-            handle.send_batch(list(batch))
-            worker.step()
-        sync(worker, handle, probe, epoch)
-    return timer
 
 
 def main() -> None:
@@ -119,10 +104,7 @@ def main() -> None:
             "checked": True,
         }
 
-    results = timelypy.execute(config, program)
-    profiler.dump()
-    for result in results:
-        emit(result)
+    run_and_emit(config, program, profiler)
 
 
 if __name__ == "__main__":

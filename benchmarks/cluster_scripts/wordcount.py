@@ -33,7 +33,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Profiler, Timer, chunks, emit, parse, sync
+from _common import Profiler, chunks, parse, run_and_emit, sync, timed_epoch
 
 import timelypy
 from benchmarks._data import part_paths
@@ -116,21 +116,6 @@ def count_words(cap, info):
     return logic
 
 
-def timed_epoch(
-    worker: timelypy.Worker,
-    handle: timelypy.InputHandle,
-    probe: timelypy.ProbeHandle,
-    batches: list[list[str]],
-    epoch: int,
-) -> float:
-    """Feed ``batches`` at the current epoch, advance to ``epoch``, step until done; timed."""
-    with Timer() as timer:
-        for batch in batches:
-            handle.send_batch(list(batch))
-            worker.step()
-        sync(worker, handle, probe, epoch)
-    return timer
-
 
 def main() -> None:
     config, params = parse(sys.argv, DEFAULTS)
@@ -211,10 +196,7 @@ def main() -> None:
             "checked": True,
         }
 
-    results = timelypy.execute(config, program)
-    profiler.dump()
-    for result in results:
-        emit(result)
+    run_and_emit(config, program, profiler)
 
 
 if __name__ == "__main__":
