@@ -48,22 +48,13 @@ from benchmarks._harness import (
     print_table,
 )
 from benchmarks.peers import bytewax_peer, plain, pyspark_peer
+from benchmarks.peers.plain import is_even, triple
 
 logger = logging.getLogger("benchmarks.peers_bench")
 
 MAP_FILTER_RECORDS = 2_000_000
 ROUND_TRIP_EPOCHS = 100_000
 COLUMNS = ["workload", "peer", "median", "throughput", "vs plain", "spread"]
-
-
-def triple(x: int) -> int:
-    """Map of the map_filter workload: return ``x * 3``."""
-    return x * 3
-
-
-def is_even(y: int) -> bool:
-    """Filter of the map_filter workload: return ``y % 2 == 0``."""
-    return y % 2 == 0
 
 
 @dataclass

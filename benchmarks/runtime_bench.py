@@ -74,6 +74,7 @@ from benchmarks._harness import (
     print_table,
 )
 from benchmarks.peers import bytewax_peer, plain
+from benchmarks.peers.plain import is_even, triple
 from timelypy.dataflow.operators.to_stream import CHUNK
 
 logger = logging.getLogger("benchmarks.runtime_bench")
@@ -102,16 +103,6 @@ GOALS: list[tuple[str, str, str, float]] = [
     ("wordcount", "timelypy", SPEED_VS_BYTEWAX, 3.0),
     ("epoch_round_trip", "timelypy", RATE, 100_000.0),
 ]
-
-
-def triple(x: int) -> int:
-    """Map of the map_filter workload: return ``x * 3``."""
-    return x * 3
-
-
-def is_even(y: int) -> bool:
-    """Filter of the map_filter workload: return ``y % 2 == 0``."""
-    return y % 2 == 0
 
 
 @dataclass

@@ -16,6 +16,7 @@ import pytest
 from benchmarks import _data
 from benchmarks._harness import format_table, measure, measure_interleaved
 from benchmarks.peers import bytewax_peer, plain
+from benchmarks.peers.plain import is_even, triple
 
 
 def md5_of(lines: list[str]) -> str:
@@ -83,14 +84,6 @@ def test_format_table_aligns_and_renders_markdown():
         "wordcount    12 s",
     ]
     assert format_table(rows, ["workload", "median"], markdown=True).splitlines()[1] == "|---|--:|"
-
-
-def triple(x):
-    return x * 3
-
-
-def is_even(y):
-    return y % 2 == 0
 
 
 def test_plain_peers():

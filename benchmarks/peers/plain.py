@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-__all__ = ["map_filter", "wordcount", "epoch_round_trip", "add_one"]
+__all__ = ["map_filter", "wordcount", "epoch_round_trip", "triple", "is_even", "add_one"]
 
 X = TypeVar("X")
 Y = TypeVar("Y")
@@ -52,6 +52,16 @@ def wordcount(lines: Iterable[str]) -> dict[str, int]:
     [('a', 1), ('b', 3), ('c', 1)]
     """
     return Counter(word for line in lines for word in line.split())
+
+
+def triple(x: int) -> int:
+    """Return ``x * 3``: the map of the map_filter workload."""
+    return x * 3
+
+
+def is_even(y: int) -> bool:
+    """Return ``y % 2 == 0``: the filter of the map_filter workload."""
+    return y % 2 == 0
 
 
 def add_one(x: int) -> int:
