@@ -32,7 +32,7 @@ constructor returns unless you ``retain()`` it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from timelypy.dataflow.builder import OperatorBuilder
@@ -61,28 +61,55 @@ UnaryLogic = Callable[["OperatorInput", "OperatorOutput"], Any]
 BinaryLogic = Callable[["OperatorInput", "OperatorInput", "OperatorOutput"], Any]
 
 
-def _unary(
-    stream: Stream,
-    pact: Pact,
+def _one_output(
+    scope: Scope,
     name: str,
-    constructor: Callable[[Capability, OperatorInfo], UnaryLogic],
+    inputs: Sequence[tuple[Stream, Pact]],
+    constructor: Callable[[Capability, OperatorInfo], Callable[..., Any]],
     interest: FrontierInterest,
 ) -> Stream:
-    builder = OperatorBuilder(name, stream.scope)
+    """An operator with ``inputs`` and one output; its logic gets every input, then the output."""
+    builder = OperatorBuilder(name, scope)
     info = builder.info
-    inp = builder.new_input(stream, pact, interest=interest)
+    handles: list[Any] = [
+        builder.new_input(stream, pact, interest=interest) for stream, pact in inputs
+    ]
     out, result = builder.new_output()
+    handles.append(out)
 
     def build(caps: list[Capability]) -> Callable[[Any], Any]:
         logic = constructor(caps[0], info)
 
         def run(frontiers: Any) -> None:
-            logic(inp, out)
+            logic(*handles)
 
         return run
 
     builder.build(build)
     return result
+
+
+def _with_notificator(
+    inputs: Sequence[tuple[Stream, Pact]],
+    name: str,
+    init: Iterable[Any],
+    logic: Callable[..., Any],
+) -> Stream:
+    """Like :func:`_one_output` run on every frontier change, with a notificator over all inputs."""
+    notificator = FrontierNotificator()
+    times = list(init)
+
+    def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., Any]:
+        for time in times:
+            notificator.notify_at(cap.delayed(time))
+
+        def run(*handles: Any) -> None:
+            frontiers = tuple(handle.frontier for handle in handles[:-1])
+            logic(*handles, Notificator(frontiers, notificator))
+
+        return run
+
+    return _one_output(inputs[0][0].scope, name, inputs, constructor, FrontierInterest.ALWAYS)
 
 
 def unary(
@@ -92,7 +119,7 @@ def unary(
     constructor: Callable[[Capability, OperatorInfo], UnaryLogic],
 ) -> Stream:
     """One input, one output; ``logic(input, output)`` runs when data arrives."""
-    return _unary(stream, pact, name, constructor, FrontierInterest.NEVER)
+    return _one_output(stream.scope, name, [(stream, pact)], constructor, FrontierInterest.NEVER)
 
 
 def unary_frontier(
@@ -102,7 +129,7 @@ def unary_frontier(
     constructor: Callable[[Capability, OperatorInfo], UnaryLogic],
 ) -> Stream:
     """Like :func:`unary`, also run when the input frontier changes (``input.frontier``)."""
-    return _unary(stream, pact, name, constructor, FrontierInterest.ALWAYS)
+    return _one_output(stream.scope, name, [(stream, pact)], constructor, FrontierInterest.ALWAYS)
 
 
 def unary_notify(
@@ -113,46 +140,7 @@ def unary_notify(
     logic: Callable[[OperatorInput, OperatorOutput, Notificator], Any],
 ) -> Stream:
     """One input, one output, and a notificator; ``init`` times are notified up front."""
-    notificator = FrontierNotificator()
-    times = list(init)
-
-    def constructor(cap: Capability, info: OperatorInfo) -> UnaryLogic:
-        for time in times:
-            notificator.notify_at(cap.delayed(time))
-
-        def run(inp: OperatorInput, out: OperatorOutput) -> None:
-            logic(inp, out, Notificator((inp.frontier,), notificator))  # type: ignore[arg-type]
-
-        return run
-
-    return unary_frontier(stream, pact, name, constructor)
-
-
-def _binary(
-    first: Stream,
-    second: Stream,
-    pact1: Pact,
-    pact2: Pact,
-    name: str,
-    constructor: Callable[[Capability, OperatorInfo], BinaryLogic],
-    interest: FrontierInterest,
-) -> Stream:
-    builder = OperatorBuilder(name, first.scope)
-    info = builder.info
-    in1 = builder.new_input(first, pact1, interest=interest)
-    in2 = builder.new_input(second, pact2, interest=interest)
-    out, result = builder.new_output()
-
-    def build(caps: list[Capability]) -> Callable[[Any], Any]:
-        logic = constructor(caps[0], info)
-
-        def run(frontiers: Any) -> None:
-            logic(in1, in2, out)
-
-        return run
-
-    builder.build(build)
-    return result
+    return _with_notificator([(stream, pact)], name, init, logic)
 
 
 def binary(
@@ -164,7 +152,8 @@ def binary(
     constructor: Callable[[Capability, OperatorInfo], BinaryLogic],
 ) -> Stream:
     """Two inputs, one output; ``logic(input1, input2, output)`` runs when data arrives."""
-    return _binary(first, second, pact1, pact2, name, constructor, FrontierInterest.NEVER)
+    inputs = [(first, pact1), (second, pact2)]
+    return _one_output(first.scope, name, inputs, constructor, FrontierInterest.NEVER)
 
 
 def binary_frontier(
@@ -176,7 +165,8 @@ def binary_frontier(
     constructor: Callable[[Capability, OperatorInfo], BinaryLogic],
 ) -> Stream:
     """Like :func:`binary`, also run when either input frontier changes."""
-    return _binary(first, second, pact1, pact2, name, constructor, FrontierInterest.ALWAYS)
+    inputs = [(first, pact1), (second, pact2)]
+    return _one_output(first.scope, name, inputs, constructor, FrontierInterest.ALWAYS)
 
 
 def binary_notify(
@@ -189,20 +179,7 @@ def binary_notify(
     logic: Callable[[OperatorInput, OperatorInput, OperatorOutput, Notificator], Any],
 ) -> Stream:
     """Two inputs, one output, and a notificator over both input frontiers."""
-    notificator = FrontierNotificator()
-    times = list(init)
-
-    def constructor(cap: Capability, info: OperatorInfo) -> BinaryLogic:
-        for time in times:
-            notificator.notify_at(cap.delayed(time))
-
-        def run(in1: OperatorInput, in2: OperatorInput, out: OperatorOutput) -> None:
-            frontiers = (in1.frontier, in2.frontier)
-            logic(in1, in2, out, Notificator(frontiers, notificator))  # type: ignore[arg-type]
-
-        return run
-
-    return binary_frontier(first, second, pact1, pact2, name, constructor)
+    return _with_notificator([(first, pact1), (second, pact2)], name, init, logic)
 
 
 def sink(stream: Stream, pact: Pact, name: str, logic: Callable[[OperatorInput], Any]) -> None:
@@ -229,17 +206,4 @@ def source(
     Keep the capability with ``cap.retain()`` to send later, and reschedule
     with ``info.activate()`` while there is more to send.
     """
-    builder = OperatorBuilder(name, scope)
-    info = builder.info
-    out, result = builder.new_output()
-
-    def build(caps: list[Capability]) -> Callable[[Any], Any]:
-        logic = constructor(caps[0], info)
-
-        def run(frontiers: Any) -> None:
-            logic(out)
-
-        return run
-
-    builder.build(build)
-    return result
+    return _one_output(scope, name, [], constructor, FrontierInterest.NEVER)
