@@ -233,8 +233,8 @@ def test_replayed_frontier_follows_the_recorded_progress():
         for event in [
             None,
             timelypy.Messages(0, [1]),
-            timelypy.Progress([(0, -1), (1, 1)]),
-            timelypy.Progress([(1, -1)]),
+            timelypy.ProgressUpdates([(0, -1), (1, 1)]),
+            timelypy.ProgressUpdates([(1, -1)]),
         ]:
             if event is not None:
                 queue.push(event)
@@ -266,5 +266,5 @@ def test_capture_records_the_closing_progress(workers):
         worker.dataflow(lambda scope: scope.to_stream([1]).capture_into(events))
         return events
 
-    expected = [timelypy.Messages(0, [1]), timelypy.Progress([(0, -1)])]
+    expected = [timelypy.Messages(0, [1]), timelypy.ProgressUpdates([(0, -1)])]
     assert timelypy.execute(Config.process(workers), program) == [expected] * workers

@@ -19,7 +19,7 @@ workers too.
 
 from __future__ import annotations
 
-import logging as _pylogging
+import logging
 import sys
 import threading
 import time
@@ -35,7 +35,7 @@ __all__ = ["execute", "execute_from_args", "example", "run_worker"]
 
 R = TypeVar("R")
 
-log = _pylogging.getLogger("timelypy")
+log = logging.getLogger("timelypy")
 
 #: How long an idle worker parks before checking again that its peers are alive.
 PARK_SECONDS = 0.25
@@ -46,7 +46,7 @@ STALL_WARNING_SECONDS = 30.0
 def run_worker(worker: Worker, func: Callable[[Worker], R]) -> R:
     """Run ``func(worker)``, close its open inputs, and step until its dataflows complete."""
     result = func(worker)
-    worker._close_inputs()
+    worker.close_inputs()
     warned_at = 0.0
     while worker.step_or_park(PARK_SECONDS):
         idle = worker.idle_seconds()

@@ -20,7 +20,7 @@ program's ``while probe.less_than(t): worker.step()`` loop ends too.
 
 from __future__ import annotations
 
-import logging as _pylogging
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from timelypy.communication.allocator import Allocator
 from timelypy.communication.config import Config
-from timelypy.logging import (
+from timelypy.events import (
     ChannelsEvent,
     OperatesEvent,
     ParkEvent,
@@ -47,7 +47,7 @@ __all__ = ["Worker"]
 
 R = TypeVar("R")
 
-log = _pylogging.getLogger("timelypy")
+log = logging.getLogger("timelypy")
 
 
 class Worker:
@@ -85,7 +85,7 @@ class Worker:
         return self._allocator
 
     def log_register(self) -> Registry:
-        """The registry of this worker's event streams (see :mod:`timelypy.logging`)."""
+        """The registry of this worker's event streams (see :mod:`timelypy.events`)."""
         return self._registry
 
     # -- identifiers and channels -------------------------------------------------
@@ -194,7 +194,7 @@ class Worker:
         if handle not in self._inputs:
             self._inputs.append(handle)
 
-    def _close_inputs(self) -> None:
+    def close_inputs(self) -> None:
         """Close the input handles the program left open (Rust drops them at scope end)."""
         for handle in self._inputs:
             if not handle.closed:

@@ -25,7 +25,7 @@ from timelypy import (
     ProbeHandle,
     Product,
     ProductType,
-    Progress,
+    ProgressUpdates,
     TimestampError,
 )
 from timelypy.communication.allocator import process_allocators
@@ -244,7 +244,7 @@ def test_handles_left_open_are_closed_when_the_worker_function_returns(workers):
         # the captured stream's frontier ended empty: the input was closed
         net: dict[Any, int] = {0: 1}
         for event in captured:
-            if isinstance(event, Progress):
+            if isinstance(event, ProgressUpdates):
                 for time, diff in event.updates:
                     net[time] = net.get(time, 0) + diff
         assert all(diff == 0 for diff in net.values())

@@ -18,7 +18,7 @@ because Python lets us record what happened and check all of it:
   passthroughs and long chains build and run with work linear in their size.
   Time is never asserted: the work is the number of lines of timelypy code
   executed (``sys.settrace``) and the number of operator schedules (the
-  ``"timely"`` log's :class:`~timelypy.logging.ScheduleEvent`), both exact
+  ``"timely"`` log's :class:`~timelypy.events.ScheduleEvent`), both exact
   counts;
 * ``core/probe.rs`` (``probe``) -- ``less_than``, ``less_equal``, ``done``
   and ``frontier`` over a run.
@@ -45,7 +45,7 @@ from timelypy import (
     Product,
     ProductType,
 )
-from timelypy.logging import ScheduleEvent
+from timelypy.events import ScheduleEvent
 from timelypy.progress import MutableAntichain
 
 # -- barrier.rs -----------------------------------------------------------------------

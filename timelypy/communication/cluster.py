@@ -46,7 +46,7 @@ exiting.  A process that completes says ``GOODBYE`` and closes its sockets.
 from __future__ import annotations
 
 import hashlib
-import logging as _pylogging
+import logging
 import os
 import socket as _socket
 import struct
@@ -78,7 +78,7 @@ __all__ = [
     "SECRET_FILE_ENV",
 ]
 
-log = _pylogging.getLogger("timelypy.cluster")
+log = logging.getLogger("timelypy.cluster")
 
 R = TypeVar("R")
 

@@ -18,7 +18,7 @@ from timelypy.dataflow.operator import (
 from timelypy.dataflow.operators.capture import (
     CaptureQueue,
     Messages,
-    Progress,
+    ProgressUpdates,
     extract,
     replay_into,
 )
@@ -53,7 +53,7 @@ __all__ = [
     "ProbeHandle",
     "CaptureQueue",
     "Messages",
-    "Progress",
+    "ProgressUpdates",
     "extract",
     "replay_into",
     "concatenate",

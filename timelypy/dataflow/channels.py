@@ -177,7 +177,7 @@ def _logged(
     push: Callable[[Any], None], logger: Any, channel: int, source: int, target: int
 ) -> Callable[[Any], None]:
     """Wrap a pusher so every batch it sends is logged as a ``MessagesEvent``."""
-    from timelypy.logging import MessagesEvent
+    from timelypy.events import MessagesEvent
 
     def logged(message: Any) -> None:
         logger.log(MessagesEvent(True, channel, source, target, len(message[1])))

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from timelypy.errors import CycleError
-from timelypy.logging import Logger, ScheduleEvent, ShutdownEvent
+from timelypy.events import Logger, ScheduleEvent, ShutdownEvent
 from timelypy.progress.broadcast import Progcaster
 from timelypy.progress.frontier import Antichain, MutableAntichain
 from timelypy.progress.location import Source, Target

@@ -1,10 +1,12 @@
 """Capture and replay: a stream as a sequence of events, and back.
 
 ``stream.capture_into(sink)`` records what a stream carries on this worker
-as :class:`Messages` events (``time, records``) and :class:`Progress` events
-(changes to the stream's frontier, as ``(time, diff)`` pairs).  The first
-Progress event retracts an implicit ``(minimum, +1)``: a capture starts out
-claiming that anything may still come.
+as :class:`Messages` events (``time, records``) and :class:`ProgressUpdates`
+events (changes to the stream's frontier, as ``(time, diff)`` pairs; Timely
+calls them ``Event::Progress``, renamed here so that no class shares a name
+with the :mod:`timelypy.progress` package).  The first ProgressUpdates event
+retracts an implicit ``(minimum, +1)``: a capture starts out claiming that
+anything may still come.
 
 ``stream.capture()`` captures into a new :class:`CaptureQueue` (thread safe,
 so workers may share one); ``queue.extract()`` gathers the messages into a
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     from timelypy.dataflow.stream import Stream
 
 __all__ = [
-    "Progress",
+    "ProgressUpdates",
     "Messages",
     "CaptureQueue",
     "capture_into",
@@ -51,7 +53,7 @@ __all__ = [
 ]
 
 
-class Progress(NamedTuple):
+class ProgressUpdates(NamedTuple):
     """Frontier changes of a captured stream: ``[(time, diff), ...]``."""
 
     updates: list[tuple[Any, int]]
@@ -64,7 +66,7 @@ class Messages(NamedTuple):
     records: list[Any]
 
 
-Event = Progress | Messages
+Event = ProgressUpdates | Messages
 
 
 class CaptureQueue:
@@ -140,7 +142,7 @@ def capture_into(stream: Stream, sink: Callable[[Event], Any] | CaptureQueue | l
                 changes.clear()
                 updates = [(t, d) for t, d in merged.items() if d]
                 if updates:
-                    push(Progress(updates))
+                    push(ProgressUpdates(updates))
             for cap, data in inp:
                 push(Messages(cap.time, data))
 
@@ -195,7 +197,7 @@ def replay_into(event_streams: Sequence[Iterable[Event] | CaptureQueue], scope: 
                         event = next(source, None)
                     if event is None:
                         break
-                    if isinstance(event, Progress):
+                    if isinstance(event, ProgressUpdates):
                         mine = held[index]
                         for time, diff in event.updates:
                             internal[time] = internal.get(time, 0) + diff

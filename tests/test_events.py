@@ -21,7 +21,7 @@ import pytest
 from tests.stepping import run_to_completion
 from timelypy import InputHandle, OperatorBuilder
 from timelypy.communication.allocator import process_allocators
-from timelypy.logging import (
+from timelypy.events import (
     ChannelsEvent,
     MessagesEvent,
     OperatesEvent,
