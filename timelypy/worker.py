@@ -2,7 +2,10 @@
 
 A :class:`Worker` is one thread of a computation.  Every worker builds the
 same dataflows, in the same order, and runs them on its share of the data;
-workers exchange records and progress through their allocator.
+workers exchange records and progress through their allocator, which any
+transport may provide (threads, processes, Spark tasks; see
+:mod:`timelypy.execute`).  To the dataflows it builds, a worker is an
+:class:`~timelypy.dataflow.as_worker.AsWorker`: they use nothing else of it.
 
 ``worker.step()`` does one round of work:
 
@@ -24,24 +27,15 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from timelypy.communication.allocator import Allocator
 from timelypy.communication.config import Config
-from timelypy.events import (
-    ChannelsEvent,
-    OperatesEvent,
-    ParkEvent,
-    ProgressEvent,
-    Registry,
-    ShutdownEvent,
-)
-from timelypy.progress.broadcast import Progcaster
+from timelypy.dataflow.as_worker import Closable, Push
+from timelypy.dataflow.scope import Scope, build_dataflow
+from timelypy.events import ParkEvent, Registry, ShutdownEvent
+from timelypy.progress.operate import Operate
 from timelypy.progress.subgraph import Subgraph
-
-if TYPE_CHECKING:
-    from timelypy.dataflow.input import InputHandle
-    from timelypy.dataflow.scope import Scope
 
 __all__ = ["Worker"]
 
@@ -64,8 +58,8 @@ class Worker:
         self._active: set[int] = set()
         self._next_identifier = 0
         self._next_dataflow = 0
-        self._channels: dict[int, Any] = {}
-        self._inputs: list[InputHandle] = []
+        self._channels: dict[int, Operate] = {}
+        self._inputs: list[Closable] = []
         self._registry = Registry()
         self._last_activity = time.monotonic()
 
@@ -95,17 +89,14 @@ class Worker:
         self._next_identifier += 1
         return self._next_identifier
 
-    def allocate(self, channel: int, reader: Any) -> tuple[list[Any], deque[Any]]:
+    def allocate(self, channel: int, reader: Operate) -> tuple[list[Push], deque[Any]]:
         """Pushers to every worker and this worker's mailbox on ``channel``.
 
         Messages arriving from other workers activate ``reader``.
         """
         self._channels[channel] = reader
-        context = f"operator {getattr(reader, 'name', '?')!r} on worker {self._index}"
+        context = f"operator {reader.name!r} on worker {self._index}"
         return self._allocator.allocate(channel, context)
-
-    def _register_channel(self, channel: int, reader: Any) -> None:
-        self._channels[channel] = reader
 
     def activator_for(self, address: tuple[int, ...]) -> Callable[[], None]:
         """A function scheduling the operator at ``address`` in this worker's next step."""
@@ -125,72 +116,35 @@ class Worker:
 
         Every worker must build the same dataflows in the same order.
         """
-        from timelypy.dataflow.scope import Scope
-
-        identifier = self._next_dataflow
-        self._next_dataflow += 1
-        subgraph = Subgraph(
-            name=name or f"Dataflow{identifier}",
-            path=(identifier,),
-            worker_index=self._index,
-            peers=self._peers,
-            timestamp_type=timestamp_type,
-            refinement=None,
-        )
-        self._log_operates(self.new_identifier(), (identifier,), subgraph.name)
-        scope = Scope(self, subgraph)
-        result = build(scope)
-        self._finalize_subgraph(subgraph)
-
-        def activate(identifier: int = identifier) -> None:
-            self._active.add(identifier)
-
-        subgraph.activate_self = activate
-        self._dataflows[identifier] = subgraph
-        self._active.add(identifier)
-        return result
+        return build_dataflow(self, build, name=name, timestamp_type=timestamp_type)
 
     def dataflow_named(self, name: str, build: Callable[[Scope], R]) -> R:
         """Like :meth:`dataflow`, with a name for logs and errors."""
         return self.dataflow(build, name=name)
 
-    def _finalize_subgraph(self, subgraph: Subgraph) -> None:
-        channel = self.new_identifier()
-        pushers, mailbox = self.allocate(channel, subgraph)
-        registry = self._registry
-        logger = registry.get("timely/progress")
-        hook = None
-        if logger is not None:
+    def allocate_dataflow_index(self) -> int:
+        """The index of the next dataflow this worker builds."""
+        identifier = self._next_dataflow
+        self._next_dataflow += 1
+        return identifier
 
-            def hook(is_send: bool, source: int, seq: int, updates: list[Any]) -> None:
-                logger.log(ProgressEvent(is_send, source, channel, seq, tuple(updates)))
+    def install_dataflow(self, index: int, dataflow: Subgraph) -> None:
+        """Schedule the built dataflow ``dataflow`` (with index ``index``) from now on."""
 
-        progcaster = Progcaster(pushers, mailbox, self._index, channel, hook)
-        subgraph.logger = registry.get("timely")
-        subgraph.demand = self.config.progress_mode == "demand"
-        subgraph.finalize(progcaster)
+        def activate(identifier: int = index) -> None:
+            self._active.add(identifier)
 
-    def _log_operates(self, identifier: int, address: tuple[int, ...], name: str) -> None:
-        logger = self._registry.get("timely")
-        if logger is not None:
-            logger.log(OperatesEvent(identifier, address, name))
-
-    def _log_channel(
-        self, scope_addr: tuple[int, ...], source: tuple[int, int], target: tuple[int, int]
-    ) -> None:
-        # Every edge gets an identifier whether or not anyone logs: drawing one only
-        # while logging would make workers that log differently disagree on channels.
-        identifier = self.new_identifier()
-        logger = self._registry.get("timely")
-        if logger is not None:
-            logger.log(ChannelsEvent(identifier, scope_addr, source, target))
+        dataflow.activate_self = activate
+        self._dataflows[index] = dataflow
+        self._active.add(index)
 
     def _log_shutdown(self, address: tuple[int, ...]) -> None:
         logger = self._registry.get("timely")
         if logger is not None:
             logger.log(ShutdownEvent(address))
 
-    def _register_input(self, handle: InputHandle) -> None:
+    def register_input(self, handle: Closable) -> None:
+        """Close ``handle`` when the program's function returns, if it is still open."""
         if handle not in self._inputs:
             self._inputs.append(handle)
 

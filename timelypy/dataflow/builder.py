@@ -35,16 +35,12 @@ built-in are written with it, exactly as a user's operator would be.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from timelypy.dataflow.channels import Pact, Pipeline, Tee
-from timelypy.dataflow.operator import (
-    Frontier,
-    LeafOperator,
-    OperatorInfo,
-    OperatorInput,
-    OperatorOutput,
-)
+from timelypy.dataflow.handles import Frontier, OperatorInfo, OperatorInput, OperatorOutput
+from timelypy.dataflow.operator import LeafOperator, Logic
+from timelypy.dataflow.stream import Stream
 from timelypy.errors import PortError
 from timelypy.order import identity_summary
 from timelypy.progress.frontier import Antichain
@@ -54,11 +50,10 @@ from timelypy.progress.reachability import normalize_connectivity
 if TYPE_CHECKING:
     from timelypy.dataflow.capability import Capability
     from timelypy.dataflow.scope import Scope
-    from timelypy.dataflow.stream import Stream
 
 __all__ = ["OperatorBuilder"]
 
-Logic = Callable[[list[Frontier]], Any]
+T = TypeVar("T")
 
 
 class OperatorBuilder:
@@ -75,8 +70,7 @@ class OperatorBuilder:
         # per input: output -> list of summaries
         self._connection: list[dict[int, list[Any]]] = []
         self._built = False
-        self._channels: list[int] = []
-        worker._log_operates(self.global_id, self.address, name)
+        scope.log_operates(self.global_id, self.address, name)
 
     @property
     def name(self) -> str:
@@ -94,16 +88,22 @@ class OperatorBuilder:
 
     def new_input(
         self,
-        stream: Stream,
+        stream: Stream[T],
         pact: Pact | None = None,
         connection: Mapping[int, Any] | None = None,
         interest: FrontierInterest = FrontierInterest.ALWAYS,
-    ) -> OperatorInput:
+        *,
+        frontier_changes: Callable[[Any, int], Any] | None = None,
+    ) -> OperatorInput[T]:
         """Add an input reading ``stream`` through ``pact`` (default :class:`Pipeline`).
 
         ``connection`` maps output index to the path summaries from this
         input to it; by default the input reaches every existing output
-        without changing the time.
+        without changing the time.  ``interest`` says when a change of the
+        input's frontier schedules the operator.  ``frontier_changes(time,
+        diff)``, if given, is called with every change to the input's
+        frontier as the scope propagates progress, before the operator runs
+        (probes and captures keep their own copy of the frontier this way).
         """
         self._check_open()
         if stream.scope is not self.scope:
@@ -116,11 +116,11 @@ class OperatorBuilder:
         if not isinstance(pact, Pact):
             raise TypeError(f"operator {self.name!r}: {pact!r} is not a pact (Pipeline, Exchange)")
         op = self._op
-        push, queue, channel = pact.connect(self.scope, op, op.inputs)
-        handle = op.add_input(queue, interest)
-        if channel is not None:
-            self._channels.append(channel)
-        stream._connect((self.index, handle._index), push)
+        push, queue, _ = pact.connect(self.scope, op, op.inputs)
+        handle: OperatorInput[T] = op.add_input(queue, interest)
+        if frontier_changes is not None:
+            op.watch_frontier(handle.index, frontier_changes)
+        stream.connect_to((self.index, handle.index), push)
         if connection is None:
             summaries = {o: [self._identity] for o in range(op.outputs)}
         else:
@@ -130,19 +130,19 @@ class OperatorBuilder:
 
     def new_output(
         self, connection: Mapping[int, Any] | None = None
-    ) -> tuple[OperatorOutput, Stream]:
+    ) -> tuple[OperatorOutput[Any], Stream[Any]]:
         """Add an output; return its handle and the stream it produces.
 
         ``connection`` maps input index to the path summaries from it to
         this output; by default every existing input reaches it unchanged.
+        The record type is the caller's to declare
+        (``out: OperatorOutput[str]; out, words = builder.new_output()``).
         """
-        from timelypy.dataflow.stream import Stream
-
         self._check_open()
         op = self._op
         tee = Tee()
         handle = op.add_output(_late_push(tee))
-        output = handle._index
+        output = handle.index
         if connection is None:
             # Every input reaches the new output unchanged -- unless the input
             # already declared a summary for it.
@@ -183,8 +183,6 @@ class OperatorBuilder:
         op.finish_shape(connectivity)
         op.reschedule = reschedule
         self.scope.subgraph.add_child(op, self.index)
-        for channel in self._channels:
-            self.scope.worker._register_channel(channel, op)
         logic = op.run_constructor(constructor)
         if not callable(logic):
             raise TypeError(

@@ -23,6 +23,9 @@ to rely on, so timelypy uses an explicit protocol:
   **held** by it: you may still read its time, mint from it or send with it,
   but only its holder releases it -- ``drop``, ``downgrade`` or ``retain`` on
   it raise.  The notificator gives it back (borrowed) when it delivers.
+  A holder of your own uses the same three public methods the built-in ones
+  use: :meth:`Capability.hold`, :meth:`Capability.release_held` and
+  :meth:`Capability.lend`.
 * An :class:`InputCapability` (paired with each input message) is valid
   only during the activation that received it.  ``retain()`` turns it into
   an owned :class:`Capability`; ``delayed(t)`` into a borrowed one at a
@@ -71,14 +74,24 @@ class Capability:
         self._state = state
 
     @classmethod
+    def initial(cls, op: LeafOperator, output: int, time: Any) -> Capability:
+        """The capability an operator's constructor receives for ``output`` (borrowed).
+
+        It is this worker's share of the capabilities every operator starts
+        with (counted by the scope without communication), so minting it
+        changes no count.
+        """
+        return cls(op, output, time, _BORROWED)
+
+    @classmethod
     def _mint(cls, op: LeafOperator, output: int, time: Any) -> Capability:
         """Create a capability, counting it; borrowed if an activation is running."""
         internal = op.internals[output]
         internal[time] = internal.get(time, 0) + 1
-        borrowed = op._borrowed
+        borrowed = op.borrowed
         if borrowed is None:
             cap = cls(op, output, time, _OWNED)
-            op._changed_outside()
+            op.changed_outside()
         else:
             cap = cls(op, output, time, _BORROWED)
             borrowed.append(cap)
@@ -167,8 +180,8 @@ class Capability:
         internal[old] = internal.get(old, 0) - 1
         internal[new_time] = internal.get(new_time, 0) + 1
         self._time = new_time
-        if op._borrowed is None:
-            op._changed_outside()
+        if op.borrowed is None:
+            op.changed_outside()
 
     def retain(self) -> Capability:
         """Keep this capability beyond the current activation; return it."""
@@ -179,24 +192,29 @@ class Capability:
     def drop(self) -> None:
         """Release this capability."""
         self._check_mine("drop")
-        self._release()
+        self.release_held()
 
     release = drop
 
-    def _release(self) -> None:
-        """Release unless already released (owners may race the user's own drop)."""
+    def release_held(self) -> None:
+        """Release, whoever holds it; nothing if already released (a holder's release)."""
         if self._state == _RELEASED:
             return
         op = self._op
         internal = op.internals[self._output]
         internal[self._time] = internal.get(self._time, 0) - 1
         self._state = _RELEASED
-        if op._borrowed is None:
-            op._changed_outside()
+        if op.borrowed is None:
+            op.changed_outside()
 
-    def _borrow(self) -> Capability:
-        """Hand a held capability to the running activation, which then borrows it."""
-        borrowed = self._op._borrowed
+    def lend(self) -> Capability:
+        """Hand a held capability to the running activation, which then borrows it.
+
+        A holder delivering a capability (a notificator) lends it: it is
+        released when the activation ends unless the logic retains it.
+        Outside an activation it becomes owned by whoever receives it.
+        """
+        borrowed = self._op.borrowed
         if borrowed is None:
             if self._state == _HELD:
                 self._state = _OWNED
@@ -205,10 +223,34 @@ class Capability:
             borrowed.append(self)
         return self
 
-    def _hold(self, action: str) -> None:
-        """Let a notificator or set take this capability from its user."""
+    def hold(self, action: str) -> None:
+        """Take this capability from its user on behalf of a holder (a notificator, a set).
+
+        Afterwards only the holder releases it (:meth:`release_held`); the
+        user's ``drop``, ``downgrade`` and ``retain`` raise.  ``action`` names
+        what the holder does, for the error if the capability cannot be held.
+        """
         self._check_mine(action)
         self._state = _HELD
+
+    def end_borrow(self) -> None:
+        """Release the capability if it is still borrowed (its activation ended)."""
+        if self._state == _BORROWED:
+            internal = self._op.internals[self._output]
+            internal[self._time] = internal.get(self._time, 0) - 1
+            self._state = _RELEASED
+
+    def allows(self, op: LeafOperator, output: int) -> bool:
+        """Whether this capability lets ``op`` send on ``output`` (an output handle asks)."""
+        return self._state != _RELEASED and self._op is op and self._output == output
+
+    def why_not(self, op: LeafOperator, output: int) -> str:
+        """Why :meth:`allows` said no, for the error message."""
+        if self._state == _RELEASED:
+            return "it was released (borrowed capabilities end with their activation)"
+        if self._op is not op:
+            return f"it belongs to operator {self._op.name!r}"
+        return f"it is for output {self._output}"
 
     def __repr__(self) -> str:
         state = ("borrowed", "owned", "released", "held")[self._state]
@@ -229,7 +271,7 @@ class InputCapability:
         self._op = op
         self._input = input_index
         self._time = time
-        self._activation = op._activation
+        self._activation = op.activation
 
     @property
     def time(self) -> Any:
@@ -238,16 +280,34 @@ class InputCapability:
 
     def _check(self, action: str) -> None:
         op = self._op
-        if self._activation != op._activation or op._borrowed is None:
+        if self._activation != op.activation or op.borrowed is None:
             raise CapabilityError(
                 f"{_where(op)}: cannot {action} the input capability at {self._time!r} "
                 "outside the activation that received its message; call retain() "
                 "during that activation to keep a capability"
             )
 
+    def reaches(self, op: LeafOperator, output: int) -> bool:
+        """Whether ``op`` may send at this time on ``output`` now (an output handle asks)."""
+        return (
+            self._activation == op.activation
+            and op.borrowed is not None
+            and self._op is op
+            and output in op.identity_paths[self._input]
+        )
+
+    def why_not(self, op: LeafOperator, output: int) -> str:
+        """Why :meth:`reaches` said no, for the error message."""
+        if self._activation != op.activation or op.borrowed is None or self._op is not op:
+            return "input capabilities are only valid during the activation that received them"
+        return (
+            f"input {self._input} does not reach this output without changing the time; "
+            "use cap.delayed(time, output) to mint a capability"
+        )
+
     def valid_for_output(self, output: int) -> bool:
         """Whether this capability allows sending at its own time on ``output``."""
-        return output in self._op._identity_path[self._input]
+        return output in self._op.identity_paths[self._input]
 
     def delayed(self, new_time: Any, output: int = 0) -> Capability:
         """Mint a borrowed capability at ``new_time`` on ``output``.
@@ -287,8 +347,8 @@ class InputCapability:
         """Mint an owned capability at this time on ``output``."""
         return self.delayed(self._time, output).retain()
 
-    def _hold(self, action: str) -> None:
-        """Notificators and sets keep capabilities; an input capability is not one."""
+    def hold(self, action: str) -> None:
+        """Refuse: notificators and sets keep capabilities, and an input capability is not one."""
         raise CapabilityError(
             f"{_where(self._op)}: cannot {action} an InputCapability (time {self._time!r}): it "
             "is only valid during this activation; pass input_cap.retain() (or "
@@ -322,18 +382,18 @@ class CapabilitySet:
     def insert(self, capability: Capability) -> None:
         """Take ownership of ``capability``, keeping the set minimal."""
         if not isinstance(capability, Capability):
-            capability._hold("insert into a CapabilitySet")  # raises a clear error
+            capability.hold("insert into a CapabilitySet")  # raises a clear error
         if any(c is capability for c in self._live()):
             return
-        capability._hold("insert into a CapabilitySet")
+        capability.hold("insert into a CapabilitySet")
         time = capability.time
         if any(less_equal(c.time, time) for c in self._elements):
-            capability._release()
+            capability.release_held()
             return
         keep = []
         for c in self._elements:
             if less_equal(time, c.time):
-                c._release()
+                c.release_held()
             else:
                 keep.append(c)
         keep.append(capability)
@@ -375,7 +435,7 @@ class CapabilitySet:
                 )
         new = [self.delayed(t) for t in times]
         for cap in self._elements:
-            cap._release()
+            cap.release_held()
         self._elements = []
         for cap in new:
             self.insert(cap)
@@ -388,7 +448,7 @@ class CapabilitySet:
     def clear(self) -> None:
         """Release every capability."""
         for cap in self._elements:
-            cap._release()
+            cap.release_held()
         self._elements = []
 
     def is_empty(self) -> bool:

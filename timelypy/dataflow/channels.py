@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from timelypy.errors import ExchangeKeyError
+from timelypy.events import Logger, MessagesEvent
 
 if TYPE_CHECKING:
     from timelypy.dataflow.operator import LeafOperator
@@ -174,10 +175,9 @@ class Exchange(Pact):
 
 
 def _logged(
-    push: Callable[[Any], None], logger: Any, channel: int, source: int, target: int
+    push: Callable[[Any], None], logger: Logger, channel: int, source: int, target: int
 ) -> Callable[[Any], None]:
     """Wrap a pusher so every batch it sends is logged as a ``MessagesEvent``."""
-    from timelypy.events import MessagesEvent
 
     def logged(message: Any) -> None:
         logger.log(MessagesEvent(True, channel, source, target, len(message[1])))

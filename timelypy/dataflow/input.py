@@ -28,33 +28,42 @@ through one worker's handle start on that worker.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.scope import Scope
 from timelypy.errors import InputError
 from timelypy.order import U64_MAX, check_timestamp, less_equal
 
 if TYPE_CHECKING:
     from timelypy.dataflow.capability import Capability
-    from timelypy.dataflow.operator import LeafOperator, OperatorOutput
-    from timelypy.dataflow.scope import Scope
+    from timelypy.dataflow.handles import Frontier, OperatorOutput
     from timelypy.dataflow.stream import Stream
 
-__all__ = ["InputHandle"]
+__all__ = ["InputHandle", "input_from", "new_input"]
+
+T = TypeVar("T")
 
 #: Records sent one at a time are pushed in batches of this many.
 SEND_BUFFER = 1024
 
 
-class InputHandle:
-    """Sends records into dataflows at a current time that only moves forward."""
+class InputHandle(Generic[T]):
+    """Sends records (of type ``T``) into dataflows at a current time that only moves forward.
+
+    It is an ordinary source operator: it holds a retained capability per
+    stream it feeds, sends with ``output.give_batch(cap, records)`` from
+    outside the dataflow, and downgrades (or drops) the capability as the
+    program advances (or closes) it.
+    """
 
     def __init__(self) -> None:
         self._time: Any = None
         self._timestamp_type: Any = None
-        self._buffer: list[Any] = []
-        # (operator, output, capability) per stream this handle feeds
-        self._targets: list[tuple[LeafOperator, OperatorOutput, Capability]] = []
+        self._buffer: list[T] = []
+        # (output, capability) per stream this handle feeds
+        self._targets: list[tuple[OperatorOutput[T], Capability]] = []
         self._closed = False
 
     @property
@@ -72,7 +81,7 @@ class InputHandle:
         """Whether :meth:`close` was called."""
         return self._closed
 
-    def to_stream(self, scope: Scope) -> Stream:
+    def to_stream(self, scope: Scope) -> Stream[T]:
         """Connect the handle to ``scope``; return the stream of its records."""
         if self._closed:
             raise InputError("cannot connect a closed input handle")
@@ -82,6 +91,7 @@ class InputHandle:
                 f"scope {scope.name!r} with {scope.timestamp_type!r} timestamps"
             )
         builder = OperatorBuilder("Input", scope)
+        output: OperatorOutput[T]
         output, stream = builder.new_output()
         held: list[Capability] = []
 
@@ -90,15 +100,14 @@ class InputHandle:
             return _no_logic
 
         builder.build(constructor)
-        op = builder._op
         cap = held[0]
         if self._time is None:
             self._time = scope.minimum
             self._timestamp_type = scope.timestamp_type
         elif self._time != cap.time:
             cap.downgrade(self._time)
-        self._targets.append((op, output, cap))
-        scope.worker._register_input(self)
+        self._targets.append((output, cap))
+        scope.worker.register_input(self)
         return stream
 
     def _check_open(self, action: str) -> None:
@@ -110,7 +119,7 @@ class InputHandle:
                 "(use scope.input_from(handle))"
             )
 
-    def send(self, record: Any) -> None:
+    def send(self, record: T) -> None:
         """Send one record at the current time (buffered)."""
         if self._closed or not self._targets:
             self._check_open("send")
@@ -119,7 +128,7 @@ class InputHandle:
         if len(buffer) >= SEND_BUFFER:
             self.flush()
 
-    def send_batch(self, records: list[Any]) -> None:
+    def send_batch(self, records: list[T]) -> None:
         """Send a list of records at the current time; the list is handed over."""
         self._check_open("send")
         if self._buffer:
@@ -134,13 +143,11 @@ class InputHandle:
             self._buffer = []
             self._push(records)
 
-    def _push(self, records: list[Any]) -> None:
-        time = self._time
+    def _push(self, records: list[T]) -> None:
         targets = self._targets
         last = len(targets) - 1
-        for i, (op, output, _) in enumerate(targets):
-            output._send(time, records if i == last else list(records))
-            op._changed_outside()
+        for i, (output, cap) in enumerate(targets):
+            output.give_batch(cap, records if i == last else list(records))
 
     def advance_to(self, time: Any) -> None:
         """Move to ``time``: no more records at earlier times will be sent."""
@@ -166,7 +173,7 @@ class InputHandle:
                 "an input's time only moves forward"
             )
         self.flush()
-        for _, _, cap in self._targets:
+        for _, cap in self._targets:
             cap.downgrade(time)
         self._time = time
 
@@ -175,7 +182,7 @@ class InputHandle:
         if self._closed:
             return
         self.flush()
-        for _, _, cap in self._targets:
+        for _, cap in self._targets:
             cap.drop()
         self._closed = True
 
@@ -184,5 +191,18 @@ class InputHandle:
         return f"InputHandle({state}, streams={len(self._targets)})"
 
 
-def _no_logic(frontiers: Any) -> None:
+def _no_logic(frontiers: list[Frontier]) -> None:
     return None
+
+
+@extends(Scope)
+def input_from(scope: Scope, handle: InputHandle[T]) -> Stream[T]:
+    """A stream of the records sent through ``handle`` (``scope.input_from(handle)``)."""
+    return handle.to_stream(scope)
+
+
+@extends(Scope)
+def new_input(scope: Scope) -> tuple[InputHandle[Any], Stream[Any]]:
+    """A new input handle and the stream of its records (``scope.new_input()``)."""
+    handle: InputHandle[Any] = InputHandle()
+    return handle, handle.to_stream(scope)

@@ -32,7 +32,7 @@ import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
-from timelypy.dataflow.capability import _RELEASED, Capability
+from timelypy.dataflow.capability import Capability
 
 __all__ = ["FrontierNotificator", "Notificator", "EagerNotificator"]
 
@@ -65,12 +65,12 @@ class FrontierNotificator:
 
     def notify_at(self, cap: Capability) -> None:
         """Request a notification at ``cap.time``; the notificator takes ``cap``."""
-        cap._hold("notify at")
+        cap.hold("notify at")
         self._pending.append([cap, 1])
 
     def notify_at_frontiered(self, cap: Capability, frontiers: Sequence[_FrontierLike]) -> None:
         """Like :meth:`notify_at`, but available at once if ``cap.time`` is already complete."""
-        cap._hold("notify at")
+        cap.hold("notify at")
         if _complete(frontiers, cap.time):
             heapq.heappush(self._available, (cap.time, next(self._seq), cap, 1))
         else:
@@ -84,14 +84,14 @@ class FrontierNotificator:
         merged: dict[Any, list[Any]] = {}
         for entry in pending:
             cap, count = entry
-            if cap._state == _RELEASED:
+            if not cap.is_valid:
                 continue  # the user dropped it: nothing to deliver
             existing = merged.get(cap.time)
             if existing is None:
                 merged[cap.time] = entry
             else:
                 existing[1] += count
-                cap._release()
+                cap.release_held()
         still: list[list[Any]] = []
         for time, entry in merged.items():
             if _complete(frontiers, time):
@@ -111,8 +111,8 @@ class FrontierNotificator:
         while available and available[0][0] == time:
             _, _, extra, more = heapq.heappop(available)
             count += more
-            extra._release()
-        return cap._borrow(), count
+            extra.release_held()
+        return cap.lend(), count
 
     def next(self, frontiers: Sequence[_FrontierLike]) -> Capability | None:
         """Return the earliest available capability, or ``None``."""
@@ -212,12 +212,12 @@ class EagerNotificator:
 
     def notify_at(self, cap: Capability, items: Sequence[Any] = ()) -> None:
         """Queue ``items`` for ``cap.time`` and ask for its close; takes ``cap``."""
-        cap._hold("notify at")
+        cap.hold("notify at")
         entry = self._epochs.get(cap.time)
         if entry is None:
             self._epochs[cap.time] = [cap, list(items)]
         else:
-            cap._release()
+            cap.release_held()
             entry[1].extend(items)
 
     def for_each(
@@ -238,7 +238,7 @@ class EagerNotificator:
                     entry[1] = []
                     eager_logic(cap, items)
                 del epochs[time]
-                close_logic(cap._borrow())
+                close_logic(cap.lend())
             elif not any(f.less_than(time) for f in frontiers):
                 if items:
                     entry[1] = []

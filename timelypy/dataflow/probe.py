@@ -15,16 +15,18 @@ stream is ``done()``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.handles import Frontier
+from timelypy.dataflow.stream import Stream
 from timelypy.progress.frontier import MutableAntichain
 from timelypy.progress.operate import FrontierInterest
 
-if TYPE_CHECKING:
-    from timelypy.dataflow.stream import Stream
-
 __all__ = ["ProbeHandle", "probe", "probe_with"]
+
+T = TypeVar("T")
 
 
 class ProbeHandle:
@@ -57,15 +59,24 @@ class ProbeHandle:
         """The frontier's elements."""
         return self._frontier.frontier()
 
-    def with_frontier(self, func: Callable[[tuple[Any, ...]], Any]) -> Any:
+    def with_frontier(self, func: Callable[[tuple[Any, ...]], T]) -> T:
         """Call ``func`` with the frontier's elements; return its result."""
         return func(self._frontier.frontier())
+
+    def update_frontier(self, time: Any, diff: int) -> None:
+        """Apply one change of a watched stream's frontier.
+
+        Probe operators call this as their scope propagates progress; an
+        operator of your own that feeds a handle calls it the same way.
+        """
+        self._frontier.update(time, diff)
 
     def __repr__(self) -> str:
         return f"ProbeHandle({list(self._frontier.frontier())!r})"
 
 
-def probe_with(stream: Stream, handle: ProbeHandle) -> Stream:
+@extends(Stream)
+def probe_with(stream: Stream[T], handle: ProbeHandle) -> Stream[T]:
     """Make ``handle`` watch ``stream``'s frontier; return ``stream``."""
     builder = OperatorBuilder("Probe", stream.scope)
     # The scope pushes the input's frontier changes straight into the handle as
@@ -74,18 +85,15 @@ def probe_with(stream: Stream, handle: ProbeHandle) -> Stream:
     # enclosing scope is as interested in its inputs' frontiers as its most
     # interested child, and only a scope that runs on every change of its own
     # input frontier propagates that change to a probe inside it.
-    inp = builder.new_input(stream, interest=FrontierInterest.ALWAYS)
-    builder._op.frontier_changes = [_Feed(handle._frontier)]
+    inp = builder.new_input(
+        stream, interest=FrontierInterest.ALWAYS, frontier_changes=handle.update_frontier
+    )
 
-    def constructor(caps: list[Any]) -> Callable[[Any], None]:
-        queue = inp._queue
-        consumed = inp._consumed
+    def constructor(caps: list[Any]) -> Callable[[list[Frontier]], None]:
+        discard = inp.discard
 
-        def logic(frontiers: Any) -> None:
-            # Records are only counted, never looked at.
-            while queue:
-                time, data = queue.popleft()
-                consumed[time] = consumed.get(time, 0) + len(data)
+        def logic(frontiers: list[Frontier]) -> None:
+            discard()  # records are only counted, never looked at
 
         return logic
 
@@ -93,22 +101,8 @@ def probe_with(stream: Stream, handle: ProbeHandle) -> Stream:
     return stream
 
 
-class _Feed:
-    """Receives frontier changes from the scope and applies them to a handle."""
-
-    __slots__ = ("_frontier",)
-
-    def __init__(self, frontier: MutableAntichain[Any]) -> None:
-        self._frontier = frontier
-
-    def append(self, change: tuple[Any, int]) -> None:
-        self._frontier.update(change[0], change[1])
-
-    def clear(self) -> None:
-        pass
-
-
-def probe(stream: Stream) -> ProbeHandle:
+@extends(Stream)
+def probe(stream: Stream[Any]) -> ProbeHandle:
     """A new handle watching ``stream``'s frontier."""
     handle = ProbeHandle()
     probe_with(stream, handle)

@@ -11,30 +11,38 @@ streams belong to it.  Scopes nest:
 * ``scope.region(build)`` builds a nested scope with the same timestamps,
   to group operators (and their progress tracking) together.
 
-``stream.enter(inner_scope)`` brings a stream of the parent into a nested
-scope and ``stream.leave()`` takes one out.  Entering counts the records as
-consumed by the nested scope (so the parent knows they arrived) and
-activates the nested scope; leaving passes records straight to the parent's
-readers while the nested scope reports them as produced.
+``stream.enter(inner_scope)`` and ``stream.leave()``
+(:mod:`timelypy.dataflow.operators.enterleave`) move streams between a
+scope and the scopes nested in it.
+
+A scope reaches its worker only through the
+:class:`~timelypy.dataflow.as_worker.AsWorker` protocol.  Finishing a scope
+(:func:`finalize`) gives its subgraph a progress channel between all
+workers; :func:`build_dataflow` builds a dataflow's root scope and installs
+it in the worker.
+
+Sources that start a stream in a scope (``scope.to_stream``,
+``scope.input_from``, ``scope.feedback``) are defined with their operators
+and attach themselves to :class:`Scope`, as Timely's extension traits do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from timelypy.dataflow.channels import Tee
-from timelypy.errors import PortError
+from timelypy.events import OperatesEvent, ProgressEvent
 from timelypy.order import ProductType, check_timestamp, minimum
+from timelypy.progress.broadcast import Progcaster
 from timelypy.progress.subgraph import Refinement, Subgraph
 
 if TYPE_CHECKING:
-    from timelypy.dataflow.input import InputHandle
-    from timelypy.dataflow.operators.feedback import LoopHandle
-    from timelypy.dataflow.stream import Stream
-    from timelypy.worker import Worker
+    from timelypy.dataflow import input as _input
+    from timelypy.dataflow.as_worker import AsWorker
+    from timelypy.dataflow.operators import feedback as _feedback
+    from timelypy.dataflow.operators import to_stream as _to_stream
 
-__all__ = ["Scope"]
+__all__ = ["Scope", "build_dataflow", "finalize"]
 
 R = TypeVar("R")
 
@@ -44,14 +52,19 @@ class Scope:
 
     def __init__(
         self,
-        worker: Worker,
+        worker: AsWorker,
         subgraph: Subgraph,
         parent: Scope | None = None,
     ) -> None:
+        #: The worker building this scope.
         self.worker = worker
+        #: The scope's subgraph (its progress tracking and scheduling).
         self.subgraph = subgraph
+        #: The enclosing scope (``None`` for a dataflow's root).
         self.parent = parent
+        #: The type of this scope's timestamps.
         self.timestamp_type = subgraph.timestamp_type
+        #: The least timestamp of that type.
         self.minimum = minimum(self.timestamp_type)
 
     @property
@@ -78,6 +91,12 @@ class Scope:
         """Validate that ``time`` is a timestamp of this scope; return it."""
         return check_timestamp(time, self.timestamp_type, what)
 
+    def log_operates(self, identifier: int, address: tuple[int, ...], name: str) -> None:
+        """Log that an operator (or scope) named ``name`` was built at ``address``."""
+        logger = self.worker.log_register().get("timely")
+        if logger is not None:
+            logger.log(OperatesEvent(identifier, address, name))
+
     # -- nesting ------------------------------------------------------------------
 
     def scoped(
@@ -89,20 +108,21 @@ class Scope:
     ) -> R:
         """Build a nested scope with the given timestamps; return ``build``'s result."""
         parent = self.subgraph
+        worker = self.worker
         index = parent.allocate_child_index()
         subgraph = Subgraph(
             name=name,
             path=(*parent.path, index),
-            worker_index=self.worker.index,
-            peers=self.worker.peers,
+            worker_index=worker.index,
+            peers=worker.peers,
             timestamp_type=timestamp_type,
             refinement=refinement,
         )
         subgraph.index = index
-        self.worker._log_operates(self.worker.new_identifier(), subgraph.path, name)
-        inner = Scope(self.worker, subgraph, parent=self)
+        self.log_operates(worker.new_identifier(), subgraph.path, name)
+        inner = Scope(worker, subgraph, parent=self)
         result = build(inner)
-        self.worker._finalize_subgraph(subgraph)
+        finalize(worker, subgraph)
         parent.add_child(subgraph, index)
         return result
 
@@ -130,82 +150,62 @@ class Scope:
         """Build a nested scope with this scope's timestamps."""
         return self.scoped(name, self.timestamp_type, Refinement.identity(), build)
 
-    def _enter(self, stream: Stream) -> Stream:
-        """Bring ``stream`` (of the parent scope) into this nested scope."""
-        from timelypy.dataflow.stream import Stream
-
-        if self.parent is None or stream.scope is not self.parent:
-            raise PortError(
-                f"cannot enter scope {self.name!r} from scope {stream.scope.name!r}: "
-                "enter() takes a stream of the immediately enclosing scope"
-            )
-        subgraph = self.subgraph
-        port, counts = subgraph.new_input()
-        to_inner = subgraph.refinement.to_inner  # type: ignore[union-attr]
-        tee = Tee()
-
-        def push(time: Any, records: list[Any]) -> None:
-            inner_time = to_inner(time)
-            counts[inner_time] = counts.get(inner_time, 0) + len(records)
-            tee.push(inner_time, records)
-            subgraph.activate()
-
-        stream._connect((subgraph.index, port), push)
-        return Stream(self, (0, port), tee)
-
-    def _leave(self, stream: Stream) -> Stream:
-        """Take ``stream`` (of this nested scope) out to the parent scope."""
-        from timelypy.dataflow.stream import Stream
-
-        parent = self.parent
-        if parent is None:
-            raise PortError(
-                f"scope {self.name!r} is a dataflow's root; there is nothing to leave to"
-            )
-        subgraph = self.subgraph
-        port = subgraph.new_output()
-        to_outer = subgraph.refinement.to_outer  # type: ignore[union-attr]
-        tee = Tee()
-
-        def push(time: Any, records: list[Any]) -> None:
-            tee.push(to_outer(time), records)
-
-        stream._connect((0, port), push)
-        return Stream(parent, (subgraph.index, port), tee)
-
-    # -- sources ------------------------------------------------------------------
-
-    def feedback(self, summary: Any) -> tuple[LoopHandle, Stream]:
-        """Create a loop: records given to the handle come back advanced by ``summary``.
-
-        Returns ``(handle, stream)``; close the loop with
-        ``stream.connect_loop(handle)``.  In an iterative scope an ``int``
-        summary ``n`` means ``Product(identity, n)``: ``n`` more iterations.
-        """
-        from timelypy.dataflow.operators.feedback import feedback
-
-        return feedback(self, summary)
-
-    def input_from(self, handle: InputHandle) -> Stream:
-        """A stream of the records sent through ``handle``."""
-        return handle.to_stream(self)
-
-    def new_input(self) -> tuple[InputHandle, Stream]:
-        """A new input handle and the stream of its records."""
-        from timelypy.dataflow.input import InputHandle
-
-        handle = InputHandle()
-        return handle, handle.to_stream(self)
-
-    def to_stream(self, iterable: Iterable[Any]) -> Stream:
-        """A stream of ``iterable``'s items at the minimum time (on every worker)."""
-        from timelypy.dataflow.operators.to_stream import to_stream
-
-        return to_stream(iterable, self)
-
     def activator_for(self, address: tuple[int, ...]) -> Callable[[], None]:
         """A function that schedules the operator at ``address`` (from this worker)."""
         return self.worker.activator_for(address)
 
+    if TYPE_CHECKING:
+        # Attached by their modules (see the module documentation).
+        feedback = _feedback.feedback
+        to_stream = _to_stream.scope_to_stream
+        input_from = _input.input_from
+        new_input = _input.new_input
+
     def __repr__(self) -> str:
         return f"Scope({self.name!r}, path={self.path}, timestamps={self.timestamp_type!r})"
+
+
+def finalize(worker: AsWorker, subgraph: Subgraph) -> None:
+    """Finish ``subgraph``: a progress channel between all workers, logging, progress mode."""
+    channel = worker.new_identifier()
+    pushers, mailbox = worker.allocate(channel, subgraph)
+    registry = worker.log_register()
+    logger = registry.get("timely/progress")
+    hook = None
+    if logger is not None:
+
+        def hook(is_send: bool, source: int, seq: int, updates: list[Any]) -> None:
+            logger.log(ProgressEvent(is_send, source, channel, seq, tuple(updates)))
+
+    progcaster = Progcaster(pushers, mailbox, worker.index, channel, hook)
+    subgraph.logger = registry.get("timely")
+    subgraph.demand = worker.config.progress_mode == "demand"
+    subgraph.finalize(progcaster)
+
+
+def build_dataflow(
+    worker: AsWorker,
+    build: Callable[[Scope], R],
+    *,
+    name: str | None = None,
+    timestamp_type: Any = int,
+) -> R:
+    """Build a dataflow with ``build(scope)``, install it in ``worker``; return ``build``'s result.
+
+    Every worker must build the same dataflows in the same order.
+    """
+    identifier = worker.allocate_dataflow_index()
+    subgraph = Subgraph(
+        name=name or f"Dataflow{identifier}",
+        path=(identifier,),
+        worker_index=worker.index,
+        peers=worker.peers,
+        timestamp_type=timestamp_type,
+        refinement=None,
+    )
+    scope = Scope(worker, subgraph)
+    scope.log_operates(worker.new_identifier(), (identifier,), subgraph.name)
+    result = build(scope)
+    finalize(worker, subgraph)
+    worker.install_dataflow(identifier, subgraph)
+    return result

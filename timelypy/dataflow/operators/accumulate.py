@@ -29,27 +29,32 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from timelypy.dataflow.channels import Pipeline
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.operators.generic import unary_notify
+from timelypy.dataflow.stream import Stream
 
 if TYPE_CHECKING:
+    from timelypy.dataflow.handles import OperatorInput, OperatorOutput
     from timelypy.dataflow.notificator import Notificator
-    from timelypy.dataflow.operator import OperatorInput, OperatorOutput
-    from timelypy.dataflow.stream import Stream
 
 __all__ = ["accumulate", "count"]
+
+T = TypeVar("T")
+A = TypeVar("A")
 
 _PIPELINE = Pipeline()
 
 
 def _accumulate(
-    stream: Stream, default: Any, logic: Callable[[Any, list[Any]], Any], name: str
+    stream: Stream[Any], default: Any, logic: Callable[[Any, list[Any]], Any], name: str
 ) -> Stream:
     # time -> accumulator, for the times that had input and are not yet complete
     accums: dict[Any, Any] = {}
 
-    def run(inp: OperatorInput, out: OperatorOutput, notificator: Notificator) -> None:
+    def run(inp: OperatorInput[Any], out: OperatorOutput[Any], notificator: Notificator) -> None:
         for cap, data in inp:
             time = cap.time
             if time in accums:
@@ -62,10 +67,13 @@ def _accumulate(
             if cap.time in accums:
                 out.session(cap).give_batch([accums.pop(cap.time)])
 
-    return stream.unary_notify(_PIPELINE, name, (), run)
+    return unary_notify(stream, _PIPELINE, name, (), run)
 
 
-def accumulate(stream: Stream, default: Any, logic: Callable[[Any, list[Any]], Any]) -> Stream:
+@extends(Stream[Any])
+def accumulate(
+    stream: Stream[T], default: A, logic: Callable[[A, list[T]], A]
+) -> Stream[A]:
     """One record per completed time: ``logic`` folded over its batches from ``default``.
 
     >>> import timelypy
@@ -77,7 +85,8 @@ def accumulate(stream: Stream, default: Any, logic: Callable[[Any, list[Any]], A
     return _accumulate(stream, default, logic, "Accumulate")
 
 
-def count(stream: Stream) -> Stream:
+@extends(Stream[Any])
+def count(stream: Stream[Any]) -> Stream[int]:
     """The number of records at each completed time (per worker).
 
     >>> import timelypy

@@ -24,22 +24,32 @@ Records keep their time and their worker (``Pipeline``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.channels import Pipeline
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.stream import Stream
 from timelypy.progress.operate import FrontierInterest
 
 if TYPE_CHECKING:
-    from timelypy.dataflow.operator import OperatorInput, OperatorOutput
-    from timelypy.dataflow.stream import Stream
+    from timelypy.dataflow.handles import OperatorInput, OperatorOutput
 
 __all__ = ["branch", "branch_when"]
 
+T = TypeVar("T")
+
 
 def _two_outputs(
-    stream: Stream, name: str
-) -> tuple[OperatorBuilder, OperatorInput, OperatorOutput, OperatorOutput, Stream, Stream]:
+    stream: Stream[Any], name: str
+) -> tuple[
+    OperatorBuilder,
+    OperatorInput[Any],
+    OperatorOutput[Any],
+    OperatorOutput[Any],
+    Stream[Any],
+    Stream[Any],
+]:
     builder = OperatorBuilder(name, stream.scope)
     inp = builder.new_input(stream, Pipeline(), interest=FrontierInterest.NEVER)
     false_out, false_stream = builder.new_output()
@@ -47,7 +57,10 @@ def _two_outputs(
     return builder, inp, false_out, true_out, false_stream, true_stream
 
 
-def branch(stream: Stream, condition: Callable[[Any, Any], bool]) -> tuple[Stream, Stream]:
+@extends(Stream[Any])
+def branch(
+    stream: Stream[T], condition: Callable[[Any, T], bool]
+) -> tuple[Stream[T], Stream[T]]:
     """``(false_stream, true_stream)``: each record goes where ``condition(time, record)`` says.
 
     >>> import timelypy
@@ -85,7 +98,10 @@ def branch(stream: Stream, condition: Callable[[Any, Any], bool]) -> tuple[Strea
     return false_stream, true_stream
 
 
-def branch_when(stream: Stream, condition: Callable[[Any], bool]) -> tuple[Stream, Stream]:
+@extends(Stream[Any])
+def branch_when(
+    stream: Stream[T], condition: Callable[[Any], bool]
+) -> tuple[Stream[T], Stream[T]]:
     """``(false_stream, true_stream)``: whole batches go where ``condition(time)`` says.
 
     Timely's example: data ``0..10`` delayed to times ``0..10``, split at 5.

@@ -37,29 +37,33 @@ Timely's example on one worker, and on two:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from timelypy.dataflow.channels import Exchange, Pipeline
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.operators.generic import UnaryLogic, unary
+from timelypy.dataflow.stream import Stream
 
 if TYPE_CHECKING:
-    from timelypy.dataflow.operator import OperatorInfo, OperatorInput, OperatorOutput
-    from timelypy.dataflow.stream import Stream
+    from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
 
 __all__ = ["broadcast"]
+
+T = TypeVar("T")
 
 
 def _destination(pair: tuple[int, list[Any]]) -> int:
     return pair[0]
 
 
-def broadcast(stream: Stream) -> Stream:
+@extends(Stream[Any])
+def broadcast(stream: Stream[T]) -> Stream[T]:
     """Send every record to every worker (each worker gets one copy per record)."""
     peers = stream.scope.peers
     me = stream.scope.index
 
-    def fan_out(cap: Any, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
-        def logic(inp: OperatorInput, out: OperatorOutput) -> None:
+    def fan_out(cap: Any, info: OperatorInfo) -> UnaryLogic[Any, Any]:
+        def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
             for cap, data in inp:
                 if data:
                     out.session(cap).give_batch(
@@ -68,8 +72,8 @@ def broadcast(stream: Stream) -> Stream:
 
         return logic
 
-    def unpack(cap: Any, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
-        def logic(inp: OperatorInput, out: OperatorOutput) -> None:
+    def unpack(cap: Any, info: OperatorInfo) -> UnaryLogic[Any, Any]:
+        def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
             for cap, pairs in inp:
                 if len(pairs) == 1:
                     records = pairs[0][1]
@@ -81,5 +85,5 @@ def broadcast(stream: Stream) -> Stream:
 
         return logic
 
-    pairs = stream.unary(Pipeline(), "BroadcastFanOut", fan_out)
+    pairs = unary(stream, Pipeline(), "BroadcastFanOut", fan_out)
     return pairs.unary(Exchange(_destination), "Broadcast", unpack)

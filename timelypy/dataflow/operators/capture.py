@@ -33,14 +33,17 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
+from timelypy.dataflow.capability import Capability
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.handles import Frontier, OperatorOutput
+from timelypy.dataflow.scope import Scope
+from timelypy.dataflow.stream import Stream
+from timelypy.errors import CapabilityError
+from timelypy.order import less_equal
 from timelypy.progress.operate import FrontierInterest
-
-if TYPE_CHECKING:
-    from timelypy.dataflow.scope import Scope
-    from timelypy.dataflow.stream import Stream
 
 __all__ = [
     "ProgressUpdates",
@@ -51,6 +54,8 @@ __all__ = [
     "extract",
     "replay_into",
 ]
+
+T = TypeVar("T")
 
 
 class ProgressUpdates(NamedTuple):
@@ -69,8 +74,8 @@ class Messages(NamedTuple):
 Event = ProgressUpdates | Messages
 
 
-class CaptureQueue:
-    """A thread-safe sequence of captured events."""
+class CaptureQueue(Generic[T]):
+    """A thread-safe sequence of the captured events of a stream of ``T`` records."""
 
     def __init__(self) -> None:
         self._events: deque[Event] = deque()
@@ -93,7 +98,7 @@ class CaptureQueue:
     def __len__(self) -> int:
         return len(self._events)
 
-    def extract(self) -> list[tuple[Any, list[Any]]]:
+    def extract(self) -> list[tuple[Any, list[T]]]:
         """The captured records grouped by time: ``[(time, sorted records)]``, sorted."""
         return extract(self)
 
@@ -110,7 +115,10 @@ def extract(events: Iterable[Event]) -> list[tuple[Any, list[Any]]]:
     return [(time, sorted(staged[time])) for time in sorted(staged) if staged[time]]
 
 
-def capture_into(stream: Stream, sink: Callable[[Event], Any] | CaptureQueue | list[Any]) -> None:
+@extends(Stream)
+def capture_into(
+    stream: Stream[T], sink: Callable[[Event], Any] | CaptureQueue[T] | list[Event]
+) -> None:
     """Send ``stream``'s events to ``sink`` (a callable, a CaptureQueue, or a list)."""
     push: Callable[[Event], Any]
     if isinstance(sink, CaptureQueue):
@@ -121,17 +129,18 @@ def capture_into(stream: Stream, sink: Callable[[Event], Any] | CaptureQueue | l
         push = sink
     scope = stream.scope
     builder = OperatorBuilder("Capture", scope)
-    inp = builder.new_input(stream, interest=FrontierInterest.ALWAYS)
-    op = builder._op
-    changes_list: list[list[tuple[Any, int]]] = [[]]
-    op.frontier_changes = changes_list
+    changes: list[tuple[Any, int]] = []
+
+    def record(time: Any, diff: int) -> None:
+        changes.append((time, diff))
+
+    inp = builder.new_input(stream, interest=FrontierInterest.ALWAYS, frontier_changes=record)
     minimum = scope.minimum
 
-    def constructor(caps: Any) -> Callable[[Any], None]:
+    def constructor(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
         started = [False]
-        changes = changes_list[0]
 
-        def logic(frontiers: Any) -> None:
+        def logic(frontiers: list[Frontier]) -> None:
             if not started[0]:
                 started[0] = True
                 changes.insert(0, (minimum, -1))
@@ -151,43 +160,75 @@ def capture_into(stream: Stream, sink: Callable[[Event], Any] | CaptureQueue | l
     builder.build(constructor)
 
 
-def capture(stream: Stream) -> CaptureQueue:
+@extends(Stream)
+def capture(stream: Stream[T]) -> CaptureQueue[T]:
     """Capture ``stream`` into a new :class:`CaptureQueue`."""
-    queue = CaptureQueue()
+    queue: CaptureQueue[T] = CaptureQueue()
     capture_into(stream, queue)
     return queue
 
 
-def replay_into(event_streams: Sequence[Iterable[Event] | CaptureQueue], scope: Scope) -> Stream:
+def replay_into(
+    event_streams: Sequence[Iterable[Event] | CaptureQueue[Any]], scope: Scope
+) -> Stream[Any]:
     """A stream replaying ``event_streams`` (each a recorded sequence of events).
 
     A :class:`CaptureQueue` that is still being filled is polled at every
     activation until its recorded frontier is empty.
+
+    The replay operator holds, per replayed sequence, a capability at each
+    element of that sequence's recorded frontier (starting from the
+    minimum, as the capture did), minted and dropped as the recorded
+    progress says, and sends each recorded batch with one of them.  A
+    sequence that claims a time before everything it holds, or sends at
+    such a time, is not a capture: that raises
+    :class:`~timelypy.errors.CapabilityError` naming it.
     """
     builder = OperatorBuilder("Replay", scope)
     info = builder.info
+    output: OperatorOutput[Any]
     output, stream = builder.new_output()
-    op = builder._op
-    minimum = scope.minimum
-    sources: list[Any] = []
-    for events in event_streams:
-        sources.append(events if isinstance(events, CaptureQueue) else iter(list(events)))
-    count = len(sources)
+    sources: list[CaptureQueue[Any] | Iterator[Event]] = [
+        events if isinstance(events, CaptureQueue) else iter(list(events))
+        for events in event_streams
+    ]
 
-    def constructor(caps: Any) -> Callable[[Any], None]:
-        started = [False]
+    def constructor(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
         # Each source starts out holding the minimum, as its capture did.
-        held: list[dict[Any, int]] = [{minimum: 1} for _ in sources]
+        held: list[list[Capability]] = [
+            [caps[0].delayed(caps[0].time).retain()] for _ in sources
+        ]
         activate = info.activator()
-        internal = op.internals[0]
 
-        def logic(frontiers: Any) -> None:
-            if not started[0]:
-                started[0] = True
-                # This worker's share of the initial capabilities was released when
-                # the constructor returned (it was not retained); it now holds one
-                # per replayed source, each of which starts at the minimum.
-                internal[minimum] = internal.get(minimum, 0) + count
+        def covering(index: int, time: Any) -> Capability:
+            for cap in held[index]:
+                if less_equal(cap.time, time):
+                    return cap
+            raise CapabilityError(
+                f"operator 'Replay' (worker {info.worker_index}): replayed sequence {index} "
+                f"reaches time {time!r}, but its recorded frontier is "
+                f"{[c.time for c in held[index]]!r}; it is not a captured stream"
+            )
+
+        def apply(index: int, updates: list[tuple[Any, int]]) -> None:
+            mine = held[index]
+            # Mint first (from what is held before this event), then release.
+            for time, diff in updates:
+                if diff > 0:
+                    cap = covering(index, time)
+                    mine.extend(cap.delayed(time).retain() for _ in range(diff))
+            for time, diff in updates:
+                for _ in range(-diff):
+                    position = next((i for i, c in enumerate(mine) if c.time == time), None)
+                    if position is None:
+                        raise CapabilityError(
+                            f"operator 'Replay' (worker {info.worker_index}): replayed sequence "
+                            f"{index} retracts time {time!r}, which its recorded frontier "
+                            f"{[c.time for c in mine]!r} does not hold; it is not a captured stream"
+                        )
+                    mine.pop(position).drop()
+
+        def logic(frontiers: list[Frontier]) -> None:
             waiting = False
             for index, source in enumerate(sources):
                 while True:
@@ -198,17 +239,9 @@ def replay_into(event_streams: Sequence[Iterable[Event] | CaptureQueue], scope: 
                     if event is None:
                         break
                     if isinstance(event, ProgressUpdates):
-                        mine = held[index]
-                        for time, diff in event.updates:
-                            internal[time] = internal.get(time, 0) + diff
-                            total = mine.get(time, 0) + diff
-                            if total:
-                                mine[time] = total
-                            else:
-                                mine.pop(time, None)
-                    else:
-                        if event.records:
-                            output._send(event.time, list(event.records))
+                        apply(index, event.updates)
+                    elif event.records:
+                        output.give_batch(covering(index, event.time), list(event.records))
                 if isinstance(source, CaptureQueue) and held[index]:
                     waiting = True
             if waiting:

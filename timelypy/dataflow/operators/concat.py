@@ -12,30 +12,34 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
+from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pipeline
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.handles import Frontier, OperatorInput, OperatorOutput
+from timelypy.dataflow.scope import Scope
+from timelypy.dataflow.stream import Stream
 from timelypy.progress.operate import FrontierInterest
 
-if TYPE_CHECKING:
-    from timelypy.dataflow.scope import Scope
-    from timelypy.dataflow.stream import Stream
+__all__ = ["concat", "concatenate", "concatenate_with"]
 
-__all__ = ["concat", "concatenate"]
+T = TypeVar("T")
 
 
-def concatenate(scope: Scope, streams: Sequence[Stream]) -> Stream:
-    """One stream with the records of every stream in ``streams``."""
+def concatenate(scope: Scope, streams: Sequence[Stream[T]]) -> Stream[T]:
+    """One stream with the records of every stream in ``streams`` (all of ``scope``)."""
     builder = OperatorBuilder("Concatenate", scope)
-    inputs = [
+    inputs: list[OperatorInput[T]] = [
         builder.new_input(stream, Pipeline(), interest=FrontierInterest.NEVER)
         for stream in streams
     ]
+    out: OperatorOutput[T]
     out, result = builder.new_output()
 
-    def constructor(caps: Any) -> Callable[[Any], None]:
-        def logic(frontiers: Any) -> None:
+    def constructor(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
+        def logic(frontiers: list[Frontier]) -> None:
             for inp in inputs:
                 for cap, data in inp:
                     out.session(cap).give_batch(data)
@@ -46,6 +50,13 @@ def concatenate(scope: Scope, streams: Sequence[Stream]) -> Stream:
     return result
 
 
-def concat(stream: Stream, other: Stream) -> Stream:
+@extends(Stream)
+def concat(stream: Stream[T], other: Stream[T]) -> Stream[T]:
     """The records of ``stream`` and ``other``."""
     return concatenate(stream.scope, [stream, other])
+
+
+@extends(Stream, "concatenate")
+def concatenate_with(stream: Stream[T], others: Sequence[Stream[T]]) -> Stream[T]:
+    """The records of ``stream`` and of every stream of ``others`` (``stream.concatenate``)."""
+    return concatenate(stream.scope, [stream, *others])

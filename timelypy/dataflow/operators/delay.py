@@ -32,19 +32,23 @@ Timely's example: ``0..10`` at time 0, each element ``i`` delayed to ``i``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from timelypy.dataflow.channels import Pipeline
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.operators.generic import unary_notify
+from timelypy.dataflow.stream import Stream
 from timelypy.errors import CapabilityError, TimestampError
 from timelypy.order import ProductType, check_timestamp, less_equal
 
 if TYPE_CHECKING:
     from timelypy.dataflow.capability import InputCapability
+    from timelypy.dataflow.handles import OperatorInput, OperatorOutput
     from timelypy.dataflow.notificator import Notificator
-    from timelypy.dataflow.operator import OperatorInput, OperatorOutput
-    from timelypy.dataflow.stream import Stream
 
 __all__ = ["delay", "delay_total", "delay_batch"]
+
+T = TypeVar("T")
 
 _PIPELINE = Pipeline()
 
@@ -54,7 +58,7 @@ class _Held:
 
     __slots__ = ("elements", "name", "ttype", "worker")
 
-    def __init__(self, stream: Stream, name: str) -> None:
+    def __init__(self, stream: Stream[Any], name: str) -> None:
         self.name = name
         self.worker = stream.scope.index
         self.ttype = stream.scope.timestamp_type
@@ -88,7 +92,8 @@ class _Held:
             held.extend(records)
 
 
-def delay(stream: Stream, func: Callable[[Any, Any], Any]) -> Stream:
+@extends(Stream[Any])
+def delay(stream: Stream[T], func: Callable[[T, Any], Any]) -> Stream[T]:
     """Send each record at ``func(record, time)``, once that time is complete.
 
     >>> import timelypy
@@ -99,7 +104,8 @@ def delay(stream: Stream, func: Callable[[Any, Any], Any]) -> Stream:
     return _delay(stream, func, "Delay")
 
 
-def delay_total(stream: Stream, func: Callable[[Any, Any], Any]) -> Stream:
+@extends(Stream[Any])
+def delay_total(stream: Stream[T], func: Callable[[T, Any], Any]) -> Stream[T]:
     """:func:`delay` for totally ordered timestamps (Timely's specialisation).
 
     >>> import timelypy
@@ -116,11 +122,11 @@ def delay_total(stream: Stream, func: Callable[[Any, Any], Any]) -> Stream:
     return _delay(stream, func, "DelayTotal")
 
 
-def _delay(stream: Stream, func: Callable[[Any, Any], Any], name: str) -> Stream:
+def _delay(stream: Stream[Any], func: Callable[[Any, Any], Any], name: str) -> Stream:
     held = _Held(stream, name)
     elements = held.elements
 
-    def logic(inp: OperatorInput, out: OperatorOutput, notificator: Notificator) -> None:
+    def logic(inp: OperatorInput[Any], out: OperatorOutput[Any], notificator: Notificator) -> None:
         for cap, data in inp:
             if not data:
                 continue
@@ -145,10 +151,11 @@ def _delay(stream: Stream, func: Callable[[Any, Any], Any], name: str) -> Stream
             if records:
                 out.session(cap).give_batch(records)
 
-    return stream.unary_notify(_PIPELINE, name, (), logic)
+    return unary_notify(stream, _PIPELINE, name, (), logic)
 
 
-def delay_batch(stream: Stream, func: Callable[[Any], Any]) -> Stream:
+@extends(Stream[Any])
+def delay_batch(stream: Stream[T], func: Callable[[Any], Any]) -> Stream[T]:
     """Send each batch at ``func(time)``, once that time is complete.
 
     Timely's example: ``0..10`` at time 0, delayed to time 1.
@@ -161,7 +168,7 @@ def delay_batch(stream: Stream, func: Callable[[Any], Any]) -> Stream:
     held = _Held(stream, "DelayBatch")
     elements = held.elements
 
-    def logic(inp: OperatorInput, out: OperatorOutput, notificator: Notificator) -> None:
+    def logic(inp: OperatorInput[Any], out: OperatorOutput[Any], notificator: Notificator) -> None:
         for cap, data in inp:
             time = cap.time
             new_time = func(time)
@@ -174,4 +181,4 @@ def delay_batch(stream: Stream, func: Callable[[Any], Any]) -> Stream:
                 for batch in batches:
                     session.give_batch(batch)
 
-    return stream.unary_notify(_PIPELINE, "DelayBatch", (), logic)
+    return unary_notify(stream, _PIPELINE, "DelayBatch", (), logic)

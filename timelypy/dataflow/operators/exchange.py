@@ -19,24 +19,29 @@ in every process, unlike Python's ``hash``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TypeVar
 
+from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Exchange
-
-if TYPE_CHECKING:
-    from timelypy.dataflow.stream import Stream
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
+from timelypy.dataflow.operators.generic import UnaryLogic, unary
+from timelypy.dataflow.stream import Stream
 
 __all__ = ["exchange"]
 
+T = TypeVar("T")
 
-def exchange(stream: Stream, key: Callable[[Any], int]) -> Stream:
+
+@extends(Stream)
+def exchange(stream: Stream[T], key: Callable[[T], int]) -> Stream[T]:
     """Route each record to worker ``key(record) % peers``."""
 
-    def constructor(cap: Any, info: Any) -> Callable[[Any, Any], None]:
-        def logic(inp: Any, out: Any) -> None:
+    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, T]:
+        def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
             for cap, data in inp:
                 out.session(cap).give_batch(data)
 
         return logic
 
-    return stream.unary(Exchange(key), "Exchange", constructor)
+    return unary(stream, Exchange(key), "Exchange", constructor)

@@ -15,25 +15,28 @@ In an iterative scope (``Product`` times), an ``int`` summary ``n`` means
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
+from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pipeline
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.handles import Frontier, OperatorOutput
+from timelypy.dataflow.scope import Scope
+from timelypy.dataflow.stream import Stream
 from timelypy.errors import PortError, SummaryError
 from timelypy.order import Product, ProductType, identity_summary, results_in
 from timelypy.progress.operate import FrontierInterest
 
-if TYPE_CHECKING:
-    from timelypy.dataflow.scope import Scope
-    from timelypy.dataflow.stream import Stream
-
 __all__ = ["LoopHandle", "feedback", "connect_loop"]
 
+T = TypeVar("T")
 
-class LoopHandle:
-    """The input end of a feedback loop, waiting for :func:`connect_loop`."""
 
-    def __init__(self, builder: OperatorBuilder, summary: Any, output: Any) -> None:
+class LoopHandle(Generic[T]):
+    """The input end of a feedback loop (of ``T`` records), waiting for :func:`connect_loop`."""
+
+    def __init__(self, builder: OperatorBuilder, summary: Any, output: OperatorOutput[T]) -> None:
         self._builder = builder
         self.summary = summary
         self._output = output
@@ -61,15 +64,23 @@ def _normalize(scope: Scope, summary: Any) -> Any:
     return summary
 
 
-def feedback(scope: Scope, summary: Any) -> tuple[LoopHandle, Stream]:
-    """A loop's ``(handle, stream)``; see the module documentation."""
+@extends(Scope)
+def feedback(scope: Scope, summary: Any) -> tuple[LoopHandle[Any], Stream[Any]]:
+    """A loop's ``(handle, stream)`` (``scope.feedback(summary)``); see the module documentation.
+
+    Returns ``(handle, stream)``; close the loop with
+    ``stream.connect_loop(handle)``.  In an iterative scope an ``int``
+    summary ``n`` means ``Product(identity, n)``: ``n`` more iterations.
+    """
     summary = _normalize(scope, summary)
     builder = OperatorBuilder("Feedback", scope)
+    output: OperatorOutput[Any]
     output, stream = builder.new_output()
     return LoopHandle(builder, summary, output), stream
 
 
-def connect_loop(stream: Stream, handle: LoopHandle) -> None:
+@extends(Stream)
+def connect_loop(stream: Stream[T], handle: LoopHandle[T]) -> None:
     """Send ``stream``'s records around the loop of ``handle``."""
     if handle.connected:
         raise PortError("this feedback handle is already connected to a stream")
@@ -85,8 +96,8 @@ def connect_loop(stream: Stream, handle: LoopHandle) -> None:
         stream, Pipeline(), connection={0: [summary]}, interest=FrontierInterest.NEVER
     )
 
-    def constructor(caps: Any) -> Callable[[Any], None]:
-        def logic(frontiers: Any) -> None:
+    def constructor(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
+        def logic(frontiers: list[Frontier]) -> None:
             for cap, data in inp:
                 time = results_in(summary, cap.time)
                 if time is not None:

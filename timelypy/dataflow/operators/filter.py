@@ -9,23 +9,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TypeVar
 
+from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pipeline
-
-if TYPE_CHECKING:
-    from timelypy.dataflow.stream import Stream
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
+from timelypy.dataflow.operators.generic import UnaryLogic, unary
+from timelypy.dataflow.stream import Stream
 
 __all__ = ["filter"]
+
+T = TypeVar("T")
 
 _PIPELINE = Pipeline()
 
 
-def filter(stream: Stream, predicate: Callable[[Any], bool]) -> Stream:
+@extends(Stream)
+def filter(stream: Stream[T], predicate: Callable[[T], bool]) -> Stream[T]:
     """Keep the records for which ``predicate`` is true."""
 
-    def constructor(cap: Any, info: Any) -> Callable[[Any, Any], None]:
-        def logic(inp: Any, out: Any) -> None:
+    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, T]:
+        def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
             for cap, data in inp:
                 kept = [x for x in data if predicate(x)]
                 if kept:
@@ -33,4 +38,4 @@ def filter(stream: Stream, predicate: Callable[[Any], bool]) -> Stream:
 
         return logic
 
-    return stream.unary(_PIPELINE, "Filter", constructor)
+    return unary(stream, _PIPELINE, "Filter", constructor)

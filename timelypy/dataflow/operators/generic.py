@@ -33,18 +33,17 @@ constructor returns unless you ``retain()`` it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
+from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pact
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.handles import Frontier, OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.notificator import FrontierNotificator, Notificator
+from timelypy.dataflow.scope import Scope
+from timelypy.dataflow.stream import Stream
 from timelypy.progress.operate import FrontierInterest
-
-if TYPE_CHECKING:
-    from timelypy.dataflow.capability import Capability
-    from timelypy.dataflow.operator import OperatorInfo, OperatorInput, OperatorOutput
-    from timelypy.dataflow.scope import Scope
-    from timelypy.dataflow.stream import Stream
 
 __all__ = [
     "unary",
@@ -57,17 +56,23 @@ __all__ = [
     "source",
 ]
 
-UnaryLogic = Callable[["OperatorInput", "OperatorOutput"], Any]
-BinaryLogic = Callable[["OperatorInput", "OperatorInput", "OperatorOutput"], Any]
+T = TypeVar("T")
+T2 = TypeVar("T2")
+U = TypeVar("U")
+
+#: ``logic(input, output)`` of a one-input operator.
+UnaryLogic = Callable[[OperatorInput[T], OperatorOutput[U]], Any]
+#: ``logic(input1, input2, output)`` of a two-input operator.
+BinaryLogic = Callable[[OperatorInput[T], OperatorInput[T2], OperatorOutput[U]], Any]
 
 
 def _one_output(
     scope: Scope,
     name: str,
-    inputs: Sequence[tuple[Stream, Pact]],
+    inputs: Sequence[tuple[Stream[Any], Pact]],
     constructor: Callable[[Capability, OperatorInfo], Callable[..., Any]],
     interest: FrontierInterest,
-) -> Stream:
+) -> Stream[Any]:
     """An operator with ``inputs`` and one output; its logic gets every input, then the output."""
     builder = OperatorBuilder(name, scope)
     info = builder.info
@@ -77,10 +82,10 @@ def _one_output(
     out, result = builder.new_output()
     handles.append(out)
 
-    def build(caps: list[Capability]) -> Callable[[Any], Any]:
+    def build(caps: list[Capability]) -> Callable[[list[Frontier]], Any]:
         logic = constructor(caps[0], info)
 
-        def run(frontiers: Any) -> None:
+        def run(frontiers: list[Frontier]) -> None:
             logic(*handles)
 
         return run
@@ -90,11 +95,11 @@ def _one_output(
 
 
 def _with_notificator(
-    inputs: Sequence[tuple[Stream, Pact]],
+    inputs: Sequence[tuple[Stream[Any], Pact]],
     name: str,
     init: Iterable[Any],
     logic: Callable[..., Any],
-) -> Stream:
+) -> Stream[Any]:
     """Like :func:`_one_output` run on every frontier change, with a notificator over all inputs."""
     notificator = FrontierNotificator()
     times = list(init)
@@ -112,83 +117,94 @@ def _with_notificator(
     return _one_output(inputs[0][0].scope, name, inputs, constructor, FrontierInterest.ALWAYS)
 
 
+@extends(Stream)
 def unary(
-    stream: Stream,
+    stream: Stream[T],
     pact: Pact,
     name: str,
-    constructor: Callable[[Capability, OperatorInfo], UnaryLogic],
-) -> Stream:
+    constructor: Callable[[Capability, OperatorInfo], UnaryLogic[T, U]],
+) -> Stream[U]:
     """One input, one output; ``logic(input, output)`` runs when data arrives."""
     return _one_output(stream.scope, name, [(stream, pact)], constructor, FrontierInterest.NEVER)
 
 
+@extends(Stream)
 def unary_frontier(
-    stream: Stream,
+    stream: Stream[T],
     pact: Pact,
     name: str,
-    constructor: Callable[[Capability, OperatorInfo], UnaryLogic],
-) -> Stream:
+    constructor: Callable[[Capability, OperatorInfo], UnaryLogic[T, U]],
+) -> Stream[U]:
     """Like :func:`unary`, also run when the input frontier changes (``input.frontier``)."""
     return _one_output(stream.scope, name, [(stream, pact)], constructor, FrontierInterest.ALWAYS)
 
 
+@extends(Stream)
 def unary_notify(
-    stream: Stream,
+    stream: Stream[T],
     pact: Pact,
     name: str,
     init: Iterable[Any],
-    logic: Callable[[OperatorInput, OperatorOutput, Notificator], Any],
-) -> Stream:
+    logic: Callable[[OperatorInput[T], OperatorOutput[U], Notificator], Any],
+) -> Stream[U]:
     """One input, one output, and a notificator; ``init`` times are notified up front."""
     return _with_notificator([(stream, pact)], name, init, logic)
 
 
+@extends(Stream)
 def binary(
-    first: Stream,
-    second: Stream,
+    first: Stream[T],
+    second: Stream[T2],
     pact1: Pact,
     pact2: Pact,
     name: str,
-    constructor: Callable[[Capability, OperatorInfo], BinaryLogic],
-) -> Stream:
+    constructor: Callable[[Capability, OperatorInfo], BinaryLogic[T, T2, U]],
+) -> Stream[U]:
     """Two inputs, one output; ``logic(input1, input2, output)`` runs when data arrives."""
     inputs = [(first, pact1), (second, pact2)]
     return _one_output(first.scope, name, inputs, constructor, FrontierInterest.NEVER)
 
 
+@extends(Stream)
 def binary_frontier(
-    first: Stream,
-    second: Stream,
+    first: Stream[T],
+    second: Stream[T2],
     pact1: Pact,
     pact2: Pact,
     name: str,
-    constructor: Callable[[Capability, OperatorInfo], BinaryLogic],
-) -> Stream:
+    constructor: Callable[[Capability, OperatorInfo], BinaryLogic[T, T2, U]],
+) -> Stream[U]:
     """Like :func:`binary`, also run when either input frontier changes."""
     inputs = [(first, pact1), (second, pact2)]
     return _one_output(first.scope, name, inputs, constructor, FrontierInterest.ALWAYS)
 
 
+@extends(Stream)
 def binary_notify(
-    first: Stream,
-    second: Stream,
+    first: Stream[T],
+    second: Stream[T2],
     pact1: Pact,
     pact2: Pact,
     name: str,
     init: Iterable[Any],
-    logic: Callable[[OperatorInput, OperatorInput, OperatorOutput, Notificator], Any],
-) -> Stream:
+    logic: Callable[
+        [OperatorInput[T], OperatorInput[T2], OperatorOutput[U], Notificator], Any
+    ],
+) -> Stream[U]:
     """Two inputs, one output, and a notificator over both input frontiers."""
     return _with_notificator([(first, pact1), (second, pact2)], name, init, logic)
 
 
-def sink(stream: Stream, pact: Pact, name: str, logic: Callable[[OperatorInput], Any]) -> None:
+@extends(Stream)
+def sink(
+    stream: Stream[T], pact: Pact, name: str, logic: Callable[[OperatorInput[T]], Any]
+) -> None:
     """One input, no output; ``logic(input)`` runs on data and frontier changes."""
     builder = OperatorBuilder(name, stream.scope)
     inp = builder.new_input(stream, pact, interest=FrontierInterest.ALWAYS)
 
-    def build(caps: list[Capability]) -> Callable[[Any], Any]:
-        def run(frontiers: Any) -> None:
+    def build(caps: list[Capability]) -> Callable[[list[Frontier]], Any]:
+        def run(frontiers: list[Frontier]) -> None:
             logic(inp)
 
         return run
@@ -199,8 +215,8 @@ def sink(stream: Stream, pact: Pact, name: str, logic: Callable[[OperatorInput],
 def source(
     scope: Scope,
     name: str,
-    constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorOutput], Any]],
-) -> Stream:
+    constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorOutput[U]], Any]],
+) -> Stream[U]:
     """No input, one output: ``constructor(cap, info)`` returns ``logic(output)``.
 
     Keep the capability with ``cap.retain()`` to send later, and reschedule

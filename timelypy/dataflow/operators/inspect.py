@@ -17,37 +17,43 @@ changes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
+from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pipeline
-
-if TYPE_CHECKING:
-    from timelypy.dataflow.stream import Stream
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
+from timelypy.dataflow.operators.generic import UnaryLogic, unary, unary_frontier
+from timelypy.dataflow.stream import Stream
 
 __all__ = ["inspect", "inspect_time", "inspect_batch", "inspect_frontier"]
+
+T = TypeVar("T")
 
 _PIPELINE = Pipeline()
 
 
-def inspect_batch(stream: Stream, func: Callable[[Any, list[Any]], Any]) -> Stream:
+@extends(Stream)
+def inspect_batch(stream: Stream[T], func: Callable[[Any, list[T]], Any]) -> Stream[T]:
     """Call ``func(time, records)`` for every batch; pass the stream on."""
 
-    def constructor(cap: Any, info: Any) -> Callable[[Any, Any], None]:
-        def logic(inp: Any, out: Any) -> None:
+    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, T]:
+        def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
             for cap, data in inp:
                 func(cap.time, data)
                 out.session(cap).give_batch(data)
 
         return logic
 
-    return stream.unary(_PIPELINE, "InspectBatch", constructor)
+    return unary(stream, _PIPELINE, "InspectBatch", constructor)
 
 
-def inspect(stream: Stream, func: Callable[[Any], Any]) -> Stream:
+@extends(Stream)
+def inspect(stream: Stream[T], func: Callable[[T], Any]) -> Stream[T]:
     """Call ``func(record)`` for every record; pass the stream on."""
 
-    def constructor(cap: Any, info: Any) -> Callable[[Any, Any], None]:
-        def logic(inp: Any, out: Any) -> None:
+    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, T]:
+        def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
             for cap, data in inp:
                 for x in data:
                     func(x)
@@ -55,14 +61,15 @@ def inspect(stream: Stream, func: Callable[[Any], Any]) -> Stream:
 
         return logic
 
-    return stream.unary(_PIPELINE, "Inspect", constructor)
+    return unary(stream, _PIPELINE, "Inspect", constructor)
 
 
-def inspect_time(stream: Stream, func: Callable[[Any, Any], Any]) -> Stream:
+@extends(Stream)
+def inspect_time(stream: Stream[T], func: Callable[[Any, T], Any]) -> Stream[T]:
     """Call ``func(time, record)`` for every record; pass the stream on."""
 
-    def constructor(cap: Any, info: Any) -> Callable[[Any, Any], None]:
-        def logic(inp: Any, out: Any) -> None:
+    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, T]:
+        def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
             for cap, data in inp:
                 time = cap.time
                 for x in data:
@@ -71,16 +78,19 @@ def inspect_time(stream: Stream, func: Callable[[Any, Any], Any]) -> Stream:
 
         return logic
 
-    return stream.unary(_PIPELINE, "InspectTime", constructor)
+    return unary(stream, _PIPELINE, "InspectTime", constructor)
 
 
-def inspect_frontier(stream: Stream, func: Callable[[tuple[Any, ...]], Any]) -> Stream:
+@extends(Stream)
+def inspect_frontier(
+    stream: Stream[T], func: Callable[[tuple[Any, ...]], Any]
+) -> Stream[T]:
     """Call ``func(frontier)`` whenever the frontier changes; pass the stream on."""
 
-    def constructor(cap: Any, info: Any) -> Callable[[Any, Any], None]:
+    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, T]:
         last: list[Any] = [None]
 
-        def logic(inp: Any, out: Any) -> None:
+        def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
             for cap, data in inp:
                 out.session(cap).give_batch(data)
             frontier = inp.frontier.frontier()
@@ -90,4 +100,4 @@ def inspect_frontier(stream: Stream, func: Callable[[tuple[Any, ...]], Any]) -> 
 
         return logic
 
-    return stream.unary_frontier(_PIPELINE, "InspectFrontier", constructor)
+    return unary_frontier(stream, _PIPELINE, "InspectFrontier", constructor)

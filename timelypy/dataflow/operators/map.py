@@ -12,53 +12,61 @@ comprehension; the framework's own work is per batch.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TypeVar
 
+from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pipeline
-
-if TYPE_CHECKING:
-    from timelypy.dataflow.stream import Stream
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
+from timelypy.dataflow.operators.generic import UnaryLogic, unary
+from timelypy.dataflow.stream import Stream
 
 __all__ = ["map", "flat_map", "map_in_place"]
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 _PIPELINE = Pipeline()
 
 
-def map(stream: Stream, func: Callable[[Any], Any]) -> Stream:
+@extends(Stream)
+def map(stream: Stream[T], func: Callable[[T], U]) -> Stream[U]:
     """Apply ``func`` to every record."""
 
-    def constructor(cap: Any, info: Any) -> Callable[[Any, Any], None]:
-        def logic(inp: Any, out: Any) -> None:
+    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, U]:
+        def logic(inp: OperatorInput[T], out: OperatorOutput[U]) -> None:
             for cap, data in inp:
                 out.session(cap).give_batch([func(x) for x in data])
 
         return logic
 
-    return stream.unary(_PIPELINE, "Map", constructor)
+    return unary(stream, _PIPELINE, "Map", constructor)
 
 
-def flat_map(stream: Stream, func: Callable[[Any], Iterable[Any]]) -> Stream:
+@extends(Stream)
+def flat_map(stream: Stream[T], func: Callable[[T], Iterable[U]]) -> Stream[U]:
     """Replace every record by the items of the iterable ``func`` returns for it."""
 
-    def constructor(cap: Any, info: Any) -> Callable[[Any, Any], None]:
-        def logic(inp: Any, out: Any) -> None:
+    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, U]:
+        def logic(inp: OperatorInput[T], out: OperatorOutput[U]) -> None:
             for cap, data in inp:
                 out.session(cap).give_batch([y for x in data for y in func(x)])
 
         return logic
 
-    return stream.unary(_PIPELINE, "FlatMap", constructor)
+    return unary(stream, _PIPELINE, "FlatMap", constructor)
 
 
-def map_in_place(stream: Stream, func: Callable[[Any], Any]) -> Stream:
+@extends(Stream)
+def map_in_place(stream: Stream[T], func: Callable[[T], T]) -> Stream[T]:
     """Apply ``func`` to every record, reusing the batch's list."""
 
-    def constructor(cap: Any, info: Any) -> Callable[[Any, Any], None]:
-        def logic(inp: Any, out: Any) -> None:
+    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, T]:
+        def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
             for cap, data in inp:
                 data[:] = [func(x) for x in data]
                 out.session(cap).give_batch(data)
 
         return logic
 
-    return stream.unary(_PIPELINE, "MapInPlace", constructor)
+    return unary(stream, _PIPELINE, "MapInPlace", constructor)

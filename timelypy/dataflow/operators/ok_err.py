@@ -34,16 +34,18 @@ naming the operator and worker.  ``Ok`` sorts before ``Err``, as Rust's
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.channels import Pipeline
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.operators.generic import unary
+from timelypy.dataflow.stream import Stream
 from timelypy.progress.operate import FrontierInterest
 from timelypy.result import Err, Ok
 
 if TYPE_CHECKING:
-    from timelypy.dataflow.operator import OperatorInfo
-    from timelypy.dataflow.stream import Stream
+    from timelypy.dataflow.handles import OperatorInfo
 
 __all__ = [
     "Ok",
@@ -57,6 +59,8 @@ __all__ = [
     "unwrap_or_else",
 ]
 
+T = TypeVar("T")
+
 _PIPELINE = Pipeline()
 
 
@@ -69,7 +73,10 @@ def _not_a_result(info: OperatorInfo, what: str, value: Any) -> NoReturn:
     )
 
 
-def ok_err(stream: Stream, func: Callable[[Any], Ok | Err]) -> tuple[Stream, Stream]:
+@extends(Stream[Any])
+def ok_err(
+    stream: Stream[T], func: Callable[[T], Ok | Err]
+) -> tuple[Stream[Any], Stream[Any]]:
     """Split by ``func(record)``: ``Ok`` payloads to the first stream, ``Err`` to the second.
 
     >>> import timelypy
@@ -116,7 +123,7 @@ def ok_err(stream: Stream, func: Callable[[Any], Ok | Err]) -> tuple[Stream, Str
 
 
 def _result_map(
-    stream: Stream, name: str, transform: Callable[[list[Any], OperatorInfo], list[Any]]
+    stream: Stream[Any], name: str, transform: Callable[[list[Any], OperatorInfo], list[Any]]
 ) -> Stream:
     """A Pipeline operator applying ``transform(batch, info)`` to every batch."""
 
@@ -129,14 +136,15 @@ def _result_map(
 
         return logic
 
-    return stream.unary(_PIPELINE, name, constructor)
+    return unary(stream, _PIPELINE, name, constructor)
 
 
 def _bad(info: OperatorInfo, record: Any) -> NoReturn:
     _not_a_result(info, "record", record)
 
 
-def ok(stream: Stream) -> Stream:
+@extends(Stream[Any])
+def ok(stream: Stream[Any]) -> Stream[Any]:
     """The payloads of the ``Ok`` records; ``Err`` records are dropped.
 
     >>> import timelypy
@@ -152,7 +160,8 @@ def ok(stream: Stream) -> Stream:
     return _result_map(stream, "ResultOk", transform)
 
 
-def err(stream: Stream) -> Stream:
+@extends(Stream[Any])
+def err(stream: Stream[Any]) -> Stream[Any]:
     """The payloads of the ``Err`` records; ``Ok`` records are dropped.
 
     >>> import timelypy
@@ -168,7 +177,8 @@ def err(stream: Stream) -> Stream:
     return _result_map(stream, "ResultErr", transform)
 
 
-def map_ok(stream: Stream, func: Callable[[Any], Any]) -> Stream:
+@extends(Stream[Any])
+def map_ok(stream: Stream[Any], func: Callable[[Any], Any]) -> Stream[Any]:
     """Replace ``Ok(x)`` by ``Ok(func(x))``; ``Err`` records pass unchanged.
 
     >>> import timelypy
@@ -187,7 +197,8 @@ def map_ok(stream: Stream, func: Callable[[Any], Any]) -> Stream:
     return _result_map(stream, "MapOk", transform)
 
 
-def map_err(stream: Stream, func: Callable[[Any], Any]) -> Stream:
+@extends(Stream[Any])
+def map_err(stream: Stream[Any], func: Callable[[Any], Any]) -> Stream[Any]:
     """Replace ``Err(e)`` by ``Err(func(e))``; ``Ok`` records pass unchanged.
 
     >>> import timelypy
@@ -206,7 +217,8 @@ def map_err(stream: Stream, func: Callable[[Any], Any]) -> Stream:
     return _result_map(stream, "MapErr", transform)
 
 
-def and_then(stream: Stream, func: Callable[[Any], Ok | Err]) -> Stream:
+@extends(Stream[Any])
+def and_then(stream: Stream[Any], func: Callable[[Any], Ok | Err]) -> Stream[Any]:
     """Replace ``Ok(x)`` by ``func(x)`` (an ``Ok`` or ``Err``); ``Err`` records pass unchanged.
 
     >>> import timelypy
@@ -230,7 +242,8 @@ def and_then(stream: Stream, func: Callable[[Any], Ok | Err]) -> Stream:
     return _result_map(stream, "AndThen", transform)
 
 
-def unwrap_or_else(stream: Stream, func: Callable[[Any], Any]) -> Stream:
+@extends(Stream[Any])
+def unwrap_or_else(stream: Stream[Any], func: Callable[[Any], Any]) -> Stream[Any]:
     """Replace ``Ok(x)`` by ``x`` and ``Err(e)`` by ``func(e)``.
 
     >>> import timelypy

@@ -23,22 +23,27 @@ Timely's example, checked:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.channels import Pipeline
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.stream import Stream
 from timelypy.errors import PortError
 from timelypy.progress.operate import FrontierInterest
 
-if TYPE_CHECKING:
-    from timelypy.dataflow.stream import Stream
-
 __all__ = ["partition"]
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 _NO_PART: Any = object()
 
 
-def partition(stream: Stream, parts: int, route: Callable[[Any], tuple[int, Any]]) -> list[Stream]:
+@extends(Stream[Any])
+def partition(
+    stream: Stream[T], parts: int, route: Callable[[T], tuple[int, U]]
+) -> list[Stream[U]]:
     """``parts`` streams; ``route(record) -> (part, new_record)`` picks each record's stream.
 
     >>> import timelypy

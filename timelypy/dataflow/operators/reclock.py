@@ -25,20 +25,25 @@ and 8.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from timelypy.dataflow.channels import Pipeline
+from timelypy.dataflow.extension import extends
+from timelypy.dataflow.operators.generic import binary_notify
+from timelypy.dataflow.stream import Stream
 from timelypy.order import less_equal
 
 if TYPE_CHECKING:
+    from timelypy.dataflow.handles import OperatorInput, OperatorOutput
     from timelypy.dataflow.notificator import Notificator
-    from timelypy.dataflow.operator import OperatorInput, OperatorOutput
-    from timelypy.dataflow.stream import Stream
 
 __all__ = ["reclock"]
 
+T = TypeVar("T")
 
-def reclock(stream: Stream, clock: Stream) -> Stream:
+
+@extends(Stream[Any])
+def reclock(stream: Stream[T], clock: Stream[Any]) -> Stream[T]:
     """The records of ``stream``, sent at the first complete ``clock`` time at or after theirs.
 
     >>> import timelypy
@@ -53,9 +58,9 @@ def reclock(stream: Stream, clock: Stream) -> Stream:
     stash: list[tuple[Any, list[Any]]] = []
 
     def logic(
-        data_in: OperatorInput,
-        clock_in: OperatorInput,
-        out: OperatorOutput,
+        data_in: OperatorInput[Any],
+        clock_in: OperatorInput[Any],
+        out: OperatorOutput[Any],
         notificator: Notificator,
     ) -> None:
         for cap, data in data_in:
@@ -74,4 +79,4 @@ def reclock(stream: Stream, clock: Stream) -> Stream:
             stash[:] = keep
 
     pipeline = Pipeline()
-    return stream.binary_notify(clock, pipeline, pipeline, "Reclock", (), logic)
+    return binary_notify(stream, clock, pipeline, pipeline, "Reclock", (), logic)

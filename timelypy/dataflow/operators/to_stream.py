@@ -14,44 +14,48 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
+from timelypy.dataflow.extension import extends
 from timelypy.dataflow.operators.generic import source
+from timelypy.dataflow.scope import Scope
 
 if TYPE_CHECKING:
     from timelypy.dataflow.capability import Capability
-    from timelypy.dataflow.operator import OperatorInfo, OperatorOutput
-    from timelypy.dataflow.scope import Scope
+    from timelypy.dataflow.handles import OperatorInfo, OperatorOutput
     from timelypy.dataflow.stream import Stream
 
-__all__ = ["to_stream", "CHUNK"]
+__all__ = ["to_stream", "scope_to_stream", "CHUNK"]
+
+T = TypeVar("T")
 
 #: Items per batch (and per activation).  Measured: 2,048 keeps the per-batch
 #: overhead negligible and batches small enough to stay in the CPU caches.
 CHUNK = 2048
 
 
-def to_stream(iterable: Iterable[Any], scope: Scope) -> Stream:
-    """A stream of ``iterable``'s items at the scope's minimum time."""
+def to_stream(iterable: Iterable[T], scope: Scope) -> Stream[T]:
+    """A stream of ``iterable``'s items at the scope's minimum time (Timely's argument order)."""
 
-    def constructor(cap: Capability, info: OperatorInfo) -> Callable[[OperatorOutput], None]:
+    def constructor(cap: Capability, info: OperatorInfo) -> Callable[[OperatorOutput[T]], None]:
         held: list[Capability | None] = [cap.retain()]
         activate = info.activator()
         if isinstance(iterable, list | tuple | range):
             # Sequences are sliced, which is faster than pulling items one by one.
             position = [0]
+            sequence = iterable
 
-            def take() -> list[Any]:
+            def take() -> list[T]:
                 start = position[0]
                 position[0] = start + CHUNK
-                return list(iterable[start : start + CHUNK])  # type: ignore[index]
+                return list(sequence[start : start + CHUNK])
         else:
             items = iter(iterable)
 
-            def take() -> list[Any]:
+            def take() -> list[T]:
                 return list(islice(items, CHUNK))
 
-        def logic(output: OperatorOutput) -> None:
+        def logic(output: OperatorOutput[T]) -> None:
             cap = held[0]
             if cap is None:
                 return
@@ -67,3 +71,9 @@ def to_stream(iterable: Iterable[Any], scope: Scope) -> Stream:
         return logic
 
     return source(scope, "ToStream", constructor)
+
+
+@extends(Scope, "to_stream")
+def scope_to_stream(scope: Scope, iterable: Iterable[T]) -> Stream[T]:
+    """``scope.to_stream(iterable)``: the items at the minimum time, on every worker."""
+    return to_stream(iterable, scope)
