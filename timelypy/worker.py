@@ -103,9 +103,16 @@ class Worker:
         subgraph = self._dataflows.get(address[0])
         if subgraph is None:
             raise KeyError(f"no dataflow {address[0]} on worker {self._index}")
-        for index in address[1:-1]:
-            subgraph = subgraph.children[index]  # type: ignore[assignment]
-        return subgraph.children[address[-1]].activate  # type: ignore[union-attr]
+        for depth, index in enumerate(address[1:-1], start=2):
+            child = subgraph.children[index]
+            if not isinstance(child, Subgraph):
+                raise KeyError(f"no scope at {address[:depth]} on worker {self._index}")
+            subgraph = child
+        operator = subgraph.children[address[-1]]
+        if operator is None:
+            raise KeyError(f"no operator at {address} on worker {self._index}")
+        activate: Callable[[], None] = operator.activate
+        return activate
 
     # -- building -------------------------------------------------------------------
 
@@ -223,7 +230,7 @@ class Worker:
 
     def holders(self) -> list[str]:
         """What keeps the running dataflows from completing (for diagnostics)."""
-        result = []
+        result: list[str] = []
         for identifier, subgraph in sorted(self._dataflows.items()):
             result.extend(f"dataflow {identifier}: {line}" for line in subgraph.holders())
         return result

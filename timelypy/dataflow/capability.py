@@ -40,7 +40,7 @@ times, before any count changes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from timelypy.errors import CapabilityError, TimestampError
 from timelypy.order import less_equal, results_in
@@ -347,7 +347,7 @@ class InputCapability:
         """Mint an owned capability at this time on ``output``."""
         return self.delayed(self._time, output).retain()
 
-    def hold(self, action: str) -> None:
+    def hold(self, action: str) -> NoReturn:
         """Refuse: notificators and sets keep capabilities, and an input capability is not one."""
         raise CapabilityError(
             f"{_where(self._op)}: cannot {action} an InputCapability (time {self._time!r}): it "
@@ -379,10 +379,14 @@ class CapabilitySet:
             elements = self._elements = [c for c in elements if c._state != _RELEASED]
         return elements
 
-    def insert(self, capability: Capability) -> None:
-        """Take ownership of ``capability``, keeping the set minimal."""
+    def insert(self, capability: Capability | InputCapability) -> None:
+        """Take ownership of ``capability``, keeping the set minimal.
+
+        An :class:`InputCapability` is refused with a clear error (it is only
+        good during its activation): insert ``input_cap.retain()`` instead.
+        """
         if not isinstance(capability, Capability):
-            capability.hold("insert into a CapabilitySet")  # raises a clear error
+            capability.hold("insert into a CapabilitySet")  # raises
         if any(c is capability for c in self._live()):
             return
         capability.hold("insert into a CapabilitySet")

@@ -386,7 +386,7 @@ class _Unbuilt(Frontier):
             "(read it in the operator's logic, not in its constructor)"
         )
 
-    less_than = less_equal = frontier = elements = is_empty = _fail
+    less_than = less_equal = frontier = elements = is_empty = _fail  # type: ignore[assignment]
     __iter__ = __bool__ = _fail
 
     def __repr__(self) -> str:

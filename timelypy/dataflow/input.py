@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import scope_method
 from timelypy.dataflow.scope import Scope
 from timelypy.errors import InputError
 from timelypy.order import U64_MAX, check_timestamp, less_equal
@@ -195,13 +195,13 @@ def _no_logic(frontiers: list[Frontier]) -> None:
     return None
 
 
-@extends(Scope)
+@scope_method
 def input_from(scope: Scope, handle: InputHandle[T]) -> Stream[T]:
     """A stream of the records sent through ``handle`` (``scope.input_from(handle)``)."""
     return handle.to_stream(scope)
 
 
-@extends(Scope)
+@scope_method
 def new_input(scope: Scope) -> tuple[InputHandle[Any], Stream[Any]]:
     """A new input handle and the stream of its records (``scope.new_input()``)."""
     handle: InputHandle[Any] = InputHandle()

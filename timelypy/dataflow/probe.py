@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.handles import Frontier
 from timelypy.dataflow.stream import Stream
 from timelypy.progress.frontier import MutableAntichain
@@ -75,7 +75,7 @@ class ProbeHandle:
         return f"ProbeHandle({list(self._frontier.frontier())!r})"
 
 
-@extends(Stream)
+@stream_method
 def probe_with(stream: Stream[T], handle: ProbeHandle) -> Stream[T]:
     """Make ``handle`` watch ``stream``'s frontier; return ``stream``."""
     builder = OperatorBuilder("Probe", stream.scope)
@@ -101,7 +101,7 @@ def probe_with(stream: Stream[T], handle: ProbeHandle) -> Stream[T]:
     return stream
 
 
-@extends(Stream)
+@stream_method
 def probe(stream: Stream[Any]) -> ProbeHandle:
     """A new handle watching ``stream``'s frontier."""
     handle = ProbeHandle()

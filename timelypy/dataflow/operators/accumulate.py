@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from timelypy.dataflow.channels import Pipeline
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.operators.generic import unary_notify
 from timelypy.dataflow.stream import Stream
 
@@ -49,8 +49,8 @@ _PIPELINE = Pipeline()
 
 
 def _accumulate(
-    stream: Stream[Any], default: Any, logic: Callable[[Any, list[Any]], Any], name: str
-) -> Stream:
+    stream: Stream[T], default: A, logic: Callable[[A, list[T]], A], name: str
+) -> Stream[A]:
     # time -> accumulator, for the times that had input and are not yet complete
     accums: dict[Any, Any] = {}
 
@@ -63,14 +63,14 @@ def _accumulate(
                 # Rust clones the default; a deep copy keeps mutable defaults apart.
                 accums[time] = logic(copy.deepcopy(default), data)
                 notificator.notify_at(cap.retain())
-        for cap, _count in notificator:
-            if cap.time in accums:
-                out.session(cap).give_batch([accums.pop(cap.time)])
+        for done, _count in notificator:
+            if done.time in accums:
+                out.session(done).give_batch([accums.pop(done.time)])
 
     return unary_notify(stream, _PIPELINE, name, (), run)
 
 
-@extends(Stream[Any])
+@stream_method
 def accumulate(
     stream: Stream[T], default: A, logic: Callable[[A, list[T]], A]
 ) -> Stream[A]:
@@ -85,7 +85,7 @@ def accumulate(
     return _accumulate(stream, default, logic, "Accumulate")
 
 
-@extends(Stream[Any])
+@stream_method
 def count(stream: Stream[Any]) -> Stream[int]:
     """The number of records at each completed time (per worker).
 

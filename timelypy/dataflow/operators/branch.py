@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.channels import Pipeline
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.stream import Stream
 from timelypy.progress.operate import FrontierInterest
 
@@ -57,7 +57,7 @@ def _two_outputs(
     return builder, inp, false_out, true_out, false_stream, true_stream
 
 
-@extends(Stream[Any])
+@stream_method
 def branch(
     stream: Stream[T], condition: Callable[[Any, T], bool]
 ) -> tuple[Stream[T], Stream[T]]:
@@ -98,7 +98,7 @@ def branch(
     return false_stream, true_stream
 
 
-@extends(Stream[Any])
+@stream_method
 def branch_when(
     stream: Stream[T], condition: Callable[[Any], bool]
 ) -> tuple[Stream[T], Stream[T]]:

@@ -40,7 +40,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from timelypy.dataflow.channels import Exchange, Pipeline
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.operators.generic import UnaryLogic, unary
 from timelypy.dataflow.stream import Stream
 
@@ -56,7 +56,7 @@ def _destination(pair: tuple[int, list[Any]]) -> int:
     return pair[0]
 
 
-@extends(Stream[Any])
+@stream_method
 def broadcast(stream: Stream[T]) -> Stream[T]:
     """Send every record to every worker (each worker gets one copy per record)."""
     peers = stream.scope.peers

@@ -37,7 +37,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.capability import Capability
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.handles import Frontier, OperatorOutput
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
@@ -115,7 +115,7 @@ def extract(events: Iterable[Event]) -> list[tuple[Any, list[Any]]]:
     return [(time, sorted(staged[time])) for time in sorted(staged) if staged[time]]
 
 
-@extends(Stream)
+@stream_method
 def capture_into(
     stream: Stream[T], sink: Callable[[Event], Any] | CaptureQueue[T] | list[Event]
 ) -> None:
@@ -160,7 +160,7 @@ def capture_into(
     builder.build(constructor)
 
 
-@extends(Stream)
+@stream_method
 def capture(stream: Stream[T]) -> CaptureQueue[T]:
     """Capture ``stream`` into a new :class:`CaptureQueue`."""
     queue: CaptureQueue[T] = CaptureQueue()

@@ -17,7 +17,7 @@ from typing import TypeVar
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pipeline
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import attach, stream_method
 from timelypy.dataflow.handles import Frontier, OperatorInput, OperatorOutput
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
@@ -50,13 +50,15 @@ def concatenate(scope: Scope, streams: Sequence[Stream[T]]) -> Stream[T]:
     return result
 
 
-@extends(Stream)
+@stream_method
 def concat(stream: Stream[T], other: Stream[T]) -> Stream[T]:
     """The records of ``stream`` and ``other``."""
     return concatenate(stream.scope, [stream, other])
 
 
-@extends(Stream, "concatenate")
 def concatenate_with(stream: Stream[T], others: Sequence[Stream[T]]) -> Stream[T]:
     """The records of ``stream`` and of every stream of ``others`` (``stream.concatenate``)."""
     return concatenate(stream.scope, [stream, *others])
+
+
+attach(Stream, "concatenate", concatenate_with)

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from timelypy.dataflow.channels import Pipeline
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.operators.generic import unary_notify
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import CapabilityError, TimestampError
@@ -92,7 +92,7 @@ class _Held:
             held.extend(records)
 
 
-@extends(Stream[Any])
+@stream_method
 def delay(stream: Stream[T], func: Callable[[T, Any], Any]) -> Stream[T]:
     """Send each record at ``func(record, time)``, once that time is complete.
 
@@ -104,7 +104,7 @@ def delay(stream: Stream[T], func: Callable[[T, Any], Any]) -> Stream[T]:
     return _delay(stream, func, "Delay")
 
 
-@extends(Stream[Any])
+@stream_method
 def delay_total(stream: Stream[T], func: Callable[[T, Any], Any]) -> Stream[T]:
     """:func:`delay` for totally ordered timestamps (Timely's specialisation).
 
@@ -122,7 +122,7 @@ def delay_total(stream: Stream[T], func: Callable[[T, Any], Any]) -> Stream[T]:
     return _delay(stream, func, "DelayTotal")
 
 
-def _delay(stream: Stream[Any], func: Callable[[Any, Any], Any], name: str) -> Stream:
+def _delay(stream: Stream[T], func: Callable[[T, Any], Any], name: str) -> Stream[T]:
     held = _Held(stream, name)
     elements = held.elements
 
@@ -146,15 +146,15 @@ def _delay(stream: Stream[Any], func: Callable[[Any, Any], Any], name: str) -> S
             for new_time, records in groups.items():
                 held.check(time, new_time, f"record {records[0]!r}")
                 held.hold(cap, new_time, records, notificator)
-        for cap, _count in notificator:
-            records = elements.pop(cap.time, None)
-            if records:
-                out.session(cap).give_batch(records)
+        for done, _count in notificator:
+            ready = elements.pop(done.time, None)
+            if ready:
+                out.session(done).give_batch(ready)
 
     return unary_notify(stream, _PIPELINE, name, (), logic)
 
 
-@extends(Stream[Any])
+@stream_method
 def delay_batch(stream: Stream[T], func: Callable[[Any], Any]) -> Stream[T]:
     """Send each batch at ``func(time)``, once that time is complete.
 
@@ -174,10 +174,10 @@ def delay_batch(stream: Stream[T], func: Callable[[Any], Any]) -> Stream[T]:
             new_time = func(time)
             held.check(time, new_time, f"a batch of {len(data)} record(s)")
             held.hold(cap, new_time, [data], notificator)
-        for cap, _count in notificator:
-            batches = elements.pop(cap.time, None)
+        for done, _count in notificator:
+            batches = elements.pop(done.time, None)
             if batches:
-                session = out.session(cap)
+                session = out.session(done)
                 for batch in batches:
                     session.give_batch(batch)
 

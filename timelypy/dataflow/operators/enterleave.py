@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from timelypy.dataflow.channels import Tee
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import PortError
@@ -33,7 +33,7 @@ __all__ = ["enter", "leave"]
 T = TypeVar("T")
 
 
-@extends(Stream)
+@stream_method
 def enter(stream: Stream[T], scope: Scope) -> Stream[T]:
     """Bring ``stream`` (of ``scope``'s parent) into the nested ``scope``."""
     if scope.parent is None or stream.scope is not scope.parent:
@@ -58,7 +58,7 @@ def enter(stream: Stream[T], scope: Scope) -> Stream[T]:
     return Stream(scope, (0, port), tee)
 
 
-@extends(Stream)
+@stream_method
 def leave(stream: Stream[T]) -> Stream[T]:
     """Take ``stream`` (of a nested scope) out to the enclosing scope."""
     scope = stream.scope

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Exchange
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.operators.generic import UnaryLogic, unary
 from timelypy.dataflow.stream import Stream
@@ -33,7 +33,7 @@ __all__ = ["exchange"]
 T = TypeVar("T")
 
 
-@extends(Stream)
+@stream_method
 def exchange(stream: Stream[T], key: Callable[[T], int]) -> Stream[T]:
     """Route each record to worker ``key(record) % peers``."""
 

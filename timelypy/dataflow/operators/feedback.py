@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pipeline
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import scope_method, stream_method
 from timelypy.dataflow.handles import Frontier, OperatorOutput
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
@@ -64,7 +64,7 @@ def _normalize(scope: Scope, summary: Any) -> Any:
     return summary
 
 
-@extends(Scope)
+@scope_method
 def feedback(scope: Scope, summary: Any) -> tuple[LoopHandle[Any], Stream[Any]]:
     """A loop's ``(handle, stream)`` (``scope.feedback(summary)``); see the module documentation.
 
@@ -79,7 +79,7 @@ def feedback(scope: Scope, summary: Any) -> tuple[LoopHandle[Any], Stream[Any]]:
     return LoopHandle(builder, summary, output), stream
 
 
-@extends(Stream)
+@stream_method
 def connect_loop(stream: Stream[T], handle: LoopHandle[T]) -> None:
     """Send ``stream``'s records around the loop of ``handle``."""
     if handle.connected:

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pipeline
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.operators.generic import UnaryLogic, unary
 from timelypy.dataflow.stream import Stream
@@ -25,7 +25,7 @@ T = TypeVar("T")
 _PIPELINE = Pipeline()
 
 
-@extends(Stream)
+@stream_method
 def filter(stream: Stream[T], predicate: Callable[[T], bool]) -> Stream[T]:
     """Keep the records for which ``predicate`` is true."""
 

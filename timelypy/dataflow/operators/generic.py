@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pact
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.handles import Frontier, OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.notificator import FrontierNotificator, Notificator
 from timelypy.dataflow.scope import Scope
@@ -117,7 +117,7 @@ def _with_notificator(
     return _one_output(inputs[0][0].scope, name, inputs, constructor, FrontierInterest.ALWAYS)
 
 
-@extends(Stream)
+@stream_method
 def unary(
     stream: Stream[T],
     pact: Pact,
@@ -128,7 +128,7 @@ def unary(
     return _one_output(stream.scope, name, [(stream, pact)], constructor, FrontierInterest.NEVER)
 
 
-@extends(Stream)
+@stream_method
 def unary_frontier(
     stream: Stream[T],
     pact: Pact,
@@ -139,7 +139,7 @@ def unary_frontier(
     return _one_output(stream.scope, name, [(stream, pact)], constructor, FrontierInterest.ALWAYS)
 
 
-@extends(Stream)
+@stream_method
 def unary_notify(
     stream: Stream[T],
     pact: Pact,
@@ -151,7 +151,7 @@ def unary_notify(
     return _with_notificator([(stream, pact)], name, init, logic)
 
 
-@extends(Stream)
+@stream_method
 def binary(
     first: Stream[T],
     second: Stream[T2],
@@ -161,11 +161,11 @@ def binary(
     constructor: Callable[[Capability, OperatorInfo], BinaryLogic[T, T2, U]],
 ) -> Stream[U]:
     """Two inputs, one output; ``logic(input1, input2, output)`` runs when data arrives."""
-    inputs = [(first, pact1), (second, pact2)]
+    inputs: list[tuple[Stream[Any], Pact]] = [(first, pact1), (second, pact2)]
     return _one_output(first.scope, name, inputs, constructor, FrontierInterest.NEVER)
 
 
-@extends(Stream)
+@stream_method
 def binary_frontier(
     first: Stream[T],
     second: Stream[T2],
@@ -175,11 +175,11 @@ def binary_frontier(
     constructor: Callable[[Capability, OperatorInfo], BinaryLogic[T, T2, U]],
 ) -> Stream[U]:
     """Like :func:`binary`, also run when either input frontier changes."""
-    inputs = [(first, pact1), (second, pact2)]
+    inputs: list[tuple[Stream[Any], Pact]] = [(first, pact1), (second, pact2)]
     return _one_output(first.scope, name, inputs, constructor, FrontierInterest.ALWAYS)
 
 
-@extends(Stream)
+@stream_method
 def binary_notify(
     first: Stream[T],
     second: Stream[T2],
@@ -195,7 +195,7 @@ def binary_notify(
     return _with_notificator([(first, pact1), (second, pact2)], name, init, logic)
 
 
-@extends(Stream)
+@stream_method
 def sink(
     stream: Stream[T], pact: Pact, name: str, logic: Callable[[OperatorInput[T]], Any]
 ) -> None:

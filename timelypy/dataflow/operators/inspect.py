@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pipeline
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.operators.generic import UnaryLogic, unary, unary_frontier
 from timelypy.dataflow.stream import Stream
@@ -33,7 +33,7 @@ T = TypeVar("T")
 _PIPELINE = Pipeline()
 
 
-@extends(Stream)
+@stream_method
 def inspect_batch(stream: Stream[T], func: Callable[[Any, list[T]], Any]) -> Stream[T]:
     """Call ``func(time, records)`` for every batch; pass the stream on."""
 
@@ -48,7 +48,7 @@ def inspect_batch(stream: Stream[T], func: Callable[[Any, list[T]], Any]) -> Str
     return unary(stream, _PIPELINE, "InspectBatch", constructor)
 
 
-@extends(Stream)
+@stream_method
 def inspect(stream: Stream[T], func: Callable[[T], Any]) -> Stream[T]:
     """Call ``func(record)`` for every record; pass the stream on."""
 
@@ -64,7 +64,7 @@ def inspect(stream: Stream[T], func: Callable[[T], Any]) -> Stream[T]:
     return unary(stream, _PIPELINE, "Inspect", constructor)
 
 
-@extends(Stream)
+@stream_method
 def inspect_time(stream: Stream[T], func: Callable[[Any, T], Any]) -> Stream[T]:
     """Call ``func(time, record)`` for every record; pass the stream on."""
 
@@ -81,7 +81,7 @@ def inspect_time(stream: Stream[T], func: Callable[[Any, T], Any]) -> Stream[T]:
     return unary(stream, _PIPELINE, "InspectTime", constructor)
 
 
-@extends(Stream)
+@stream_method
 def inspect_frontier(
     stream: Stream[T], func: Callable[[tuple[Any, ...]], Any]
 ) -> Stream[T]:

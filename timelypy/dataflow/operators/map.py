@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pipeline
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.operators.generic import UnaryLogic, unary
 from timelypy.dataflow.stream import Stream
@@ -29,7 +29,7 @@ U = TypeVar("U")
 _PIPELINE = Pipeline()
 
 
-@extends(Stream)
+@stream_method
 def map(stream: Stream[T], func: Callable[[T], U]) -> Stream[U]:
     """Apply ``func`` to every record."""
 
@@ -43,7 +43,7 @@ def map(stream: Stream[T], func: Callable[[T], U]) -> Stream[U]:
     return unary(stream, _PIPELINE, "Map", constructor)
 
 
-@extends(Stream)
+@stream_method
 def flat_map(stream: Stream[T], func: Callable[[T], Iterable[U]]) -> Stream[U]:
     """Replace every record by the items of the iterable ``func`` returns for it."""
 
@@ -57,7 +57,7 @@ def flat_map(stream: Stream[T], func: Callable[[T], Iterable[U]]) -> Stream[U]:
     return unary(stream, _PIPELINE, "FlatMap", constructor)
 
 
-@extends(Stream)
+@stream_method
 def map_in_place(stream: Stream[T], func: Callable[[T], T]) -> Stream[T]:
     """Apply ``func`` to every record, reusing the batch's list."""
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.channels import Pipeline
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.operators.generic import unary
 from timelypy.dataflow.stream import Stream
 from timelypy.progress.operate import FrontierInterest
@@ -73,7 +73,7 @@ def _not_a_result(info: OperatorInfo, what: str, value: Any) -> NoReturn:
     )
 
 
-@extends(Stream[Any])
+@stream_method
 def ok_err(
     stream: Stream[T], func: Callable[[T], Ok | Err]
 ) -> tuple[Stream[Any], Stream[Any]]:
@@ -124,7 +124,7 @@ def ok_err(
 
 def _result_map(
     stream: Stream[Any], name: str, transform: Callable[[list[Any], OperatorInfo], list[Any]]
-) -> Stream:
+) -> Stream[Any]:
     """A Pipeline operator applying ``transform(batch, info)`` to every batch."""
 
     def constructor(cap: Any, info: OperatorInfo) -> Callable[[Any, Any], None]:
@@ -143,7 +143,7 @@ def _bad(info: OperatorInfo, record: Any) -> NoReturn:
     _not_a_result(info, "record", record)
 
 
-@extends(Stream[Any])
+@stream_method
 def ok(stream: Stream[Any]) -> Stream[Any]:
     """The payloads of the ``Ok`` records; ``Err`` records are dropped.
 
@@ -160,7 +160,7 @@ def ok(stream: Stream[Any]) -> Stream[Any]:
     return _result_map(stream, "ResultOk", transform)
 
 
-@extends(Stream[Any])
+@stream_method
 def err(stream: Stream[Any]) -> Stream[Any]:
     """The payloads of the ``Err`` records; ``Ok`` records are dropped.
 
@@ -177,7 +177,7 @@ def err(stream: Stream[Any]) -> Stream[Any]:
     return _result_map(stream, "ResultErr", transform)
 
 
-@extends(Stream[Any])
+@stream_method
 def map_ok(stream: Stream[Any], func: Callable[[Any], Any]) -> Stream[Any]:
     """Replace ``Ok(x)`` by ``Ok(func(x))``; ``Err`` records pass unchanged.
 
@@ -197,7 +197,7 @@ def map_ok(stream: Stream[Any], func: Callable[[Any], Any]) -> Stream[Any]:
     return _result_map(stream, "MapOk", transform)
 
 
-@extends(Stream[Any])
+@stream_method
 def map_err(stream: Stream[Any], func: Callable[[Any], Any]) -> Stream[Any]:
     """Replace ``Err(e)`` by ``Err(func(e))``; ``Ok`` records pass unchanged.
 
@@ -217,7 +217,7 @@ def map_err(stream: Stream[Any], func: Callable[[Any], Any]) -> Stream[Any]:
     return _result_map(stream, "MapErr", transform)
 
 
-@extends(Stream[Any])
+@stream_method
 def and_then(stream: Stream[Any], func: Callable[[Any], Ok | Err]) -> Stream[Any]:
     """Replace ``Ok(x)`` by ``func(x)`` (an ``Ok`` or ``Err``); ``Err`` records pass unchanged.
 
@@ -242,7 +242,7 @@ def and_then(stream: Stream[Any], func: Callable[[Any], Ok | Err]) -> Stream[Any
     return _result_map(stream, "AndThen", transform)
 
 
-@extends(Stream[Any])
+@stream_method
 def unwrap_or_else(stream: Stream[Any], func: Callable[[Any], Any]) -> Stream[Any]:
     """Replace ``Ok(x)`` by ``x`` and ``Err(e)`` by ``func(e)``.
 

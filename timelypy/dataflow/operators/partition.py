@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.channels import Pipeline
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import PortError
 from timelypy.progress.operate import FrontierInterest
@@ -40,7 +40,7 @@ U = TypeVar("U")
 _NO_PART: Any = object()
 
 
-@extends(Stream[Any])
+@stream_method
 def partition(
     stream: Stream[T], parts: int, route: Callable[[T], tuple[int, U]]
 ) -> list[Stream[U]]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from timelypy.dataflow.channels import Pipeline
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.operators.generic import binary_notify
 from timelypy.dataflow.stream import Stream
 from timelypy.order import less_equal
@@ -42,7 +42,7 @@ __all__ = ["reclock"]
 T = TypeVar("T")
 
 
-@extends(Stream[Any])
+@stream_method
 def reclock(stream: Stream[T], clock: Stream[Any]) -> Stream[T]:
     """The records of ``stream``, sent at the first complete ``clock`` time at or after theirs.
 
@@ -67,10 +67,10 @@ def reclock(stream: Stream[T], clock: Stream[Any]) -> Stream[T]:
             stash.append((cap.time, data))
         for cap, _ticks in clock_in:
             notificator.notify_at(cap.retain())
-        for cap, _count in notificator:
-            time = cap.time
+        for done, _count in notificator:
+            time = done.time
             keep: list[tuple[Any, list[Any]]] = []
-            session = out.session(cap)
+            session = out.session(done)
             for entry in stash:
                 if less_equal(entry[0], time):
                     session.give_batch(entry[1])

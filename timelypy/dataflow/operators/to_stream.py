@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import TYPE_CHECKING, TypeVar
 
-from timelypy.dataflow.extension import extends
+from timelypy.dataflow.extension import attach
 from timelypy.dataflow.operators.generic import source
 from timelypy.dataflow.scope import Scope
 
@@ -73,7 +73,9 @@ def to_stream(iterable: Iterable[T], scope: Scope) -> Stream[T]:
     return source(scope, "ToStream", constructor)
 
 
-@extends(Scope, "to_stream")
 def scope_to_stream(scope: Scope, iterable: Iterable[T]) -> Stream[T]:
     """``scope.to_stream(iterable)``: the items at the minimum time, on every worker."""
     return to_stream(iterable, scope)
+
+
+attach(Scope, "to_stream", scope_to_stream)
