@@ -176,6 +176,10 @@ class Registry:
         """The logger of stream ``name``, or ``None`` if nobody subscribed."""
         return self._loggers.get(name)
 
+    def __bool__(self) -> bool:
+        """Whether any stream has a subscriber."""
+        return bool(self._loggers)
+
     def flush(self) -> None:
         """Deliver every buffered event."""
         for logger in self._loggers.values():

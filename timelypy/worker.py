@@ -199,7 +199,7 @@ class Worker:
                     del dataflows[identifier]
                     self._log_shutdown(subgraph.path)
         allocator.release()
-        if self._registry._loggers:
+        if self._registry:
             self._registry.flush()
         return bool(self._dataflows)
 
