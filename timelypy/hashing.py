@@ -37,7 +37,8 @@ def stable_hash(value: Any) -> int:
         except UnicodeEncodeError:  # lone surrogates: same bytes as surrogatepass gives
             return crc32(value.encode("utf-8", "surrogatepass"))
     if kind is int:
-        return value & 0xFFFF_FFFF_FFFF_FFFF
+        masked: int = value & 0xFFFF_FFFF_FFFF_FFFF
+        return masked
     if kind is bytes:
         return zlib.crc32(value)
     if kind is tuple or isinstance(value, tuple):

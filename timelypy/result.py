@@ -11,6 +11,7 @@ be sorted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Ok", "Err"]
@@ -47,12 +48,12 @@ class _Result:
 
     def __eq__(self, other: object) -> bool:
         if type(other) is type(self):
-            return bool(self.value == other.value)  # type: ignore[attr-defined]
+            return bool(self.value == other.value)
         return NotImplemented
 
     def __ne__(self, other: object) -> bool:
         if type(other) is type(self):
-            return bool(self.value != other.value)  # type: ignore[attr-defined]
+            return bool(self.value != other.value)
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -98,7 +99,8 @@ class _Result:
 
 # The slot's own setter: immutability blocks ``self.value = ...``, and calling
 # the descriptor directly is the cheapest way around it (one C call per record).
-_set_value = _Result.value.__set__  # type: ignore[attr-defined]
+# (Looked up in the class's namespace: ``_Result.value`` reads as the annotation.)
+_set_value: Callable[[_Result, Any], None] = _Result.__dict__["value"].__set__
 
 
 class Ok(_Result):

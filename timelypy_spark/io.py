@@ -75,13 +75,11 @@ def run(
         workers = rdd.getNumPartitions()
     if rdd.getNumPartitions() != workers:
         rdd = rdd.repartition(workers)
-    convert = None
+    convert: Callable[[Any], Any] | None = None
     if is_frame and row_type == "tuple":
         convert = tuple
     elif is_frame and row_type == "dict":
-
-        def convert(row: Any) -> Any:
-            return row.asDict()
+        convert = _row_as_dict
 
     program = _program(build, epoch_size, epoch_of, convert)
 
@@ -140,6 +138,11 @@ def _session(sc: Any) -> Any:
     return SparkSession.builder.getOrCreate()
 
 
+def _row_as_dict(row: Any) -> Any:
+    """A DataFrame ``Row`` as a ``dict`` of its fields."""
+    return row.asDict()
+
+
 def _program(
     build: Callable[[Any, Any], Any],
     epoch_size: int | None,
@@ -151,7 +154,7 @@ def _program(
     def program(worker: Any, partition: Iterator[Any]) -> list[Any]:
         from timelypy import InputHandle, ProbeHandle
 
-        handle = InputHandle()
+        handle: InputHandle[Any] = InputHandle()
         probe = ProbeHandle()
         out: list[Any] = []
 

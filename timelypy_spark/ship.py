@@ -23,18 +23,23 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import timelypy
+
 __all__ = ["ship_package", "build_archive"]
 
 
 def build_archive(directory: str | Path | None = None) -> Path:
     """Zip the ``timelypy`` and ``timelypy_spark`` packages; return the archive's path."""
-    import timelypy
-    import timelypy_spark
-
+    if timelypy.__file__ is None:
+        raise ImportError(
+            "cannot ship timelypy: it is not imported from files (a namespace package?); "
+            "install timelypy on the executors instead"
+        )
+    # This module lives in timelypy_spark: no need to import the package it belongs to.
+    roots = (Path(timelypy.__file__).resolve().parent, Path(__file__).resolve().parent)
     target = Path(directory or tempfile.mkdtemp(prefix="timelypy-ship-")) / "timelypy.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for package in (timelypy, timelypy_spark):
-            root = Path(package.__file__).resolve().parent
+        for root in roots:
             for path in sorted(root.rglob("*")):
                 if path.is_file() and path.suffix in (".py", ".typed"):
                     archive.write(path, Path(root.name) / path.relative_to(root))

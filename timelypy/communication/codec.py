@@ -493,7 +493,8 @@ class PickleCodec(Codec):
         import cloudpickle
 
         try:
-            return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+            data: bytes = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+            return data
         except Exception as exc:
             raise SerializationError(
                 f"{_prefix(context)}cannot pickle a message ({_type_label(obj)}): "
