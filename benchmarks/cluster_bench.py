@@ -97,8 +97,8 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `timelypy`
 
 from benchmarks._data import part_paths
 from benchmarks._harness import Stats, fmt_rate, fmt_ratio, fmt_seconds, print_table
-from timelypy.communication.cluster import SECRET_ENV
 from timelypy.communication.codec import MsgpackCodec
+from timelypy.communication.secret import SECRET_ENV
 from timelypy.launch import free_ports
 
 SCRIPTS = Path(__file__).resolve().parent / "cluster_scripts"

@@ -1,4 +1,4 @@
-"""Running computations: execute, execute_from_args, example, failures, stalls.
+"""Running computations: execute, initialize_from, execute_from_args, example, failures, stalls.
 
 Ported behaviour: Timely's ``execute.rs`` (``execute`` returns each worker's
 result in worker order, ``execute_from_args`` reads ``-w``/``--threads``,
@@ -7,7 +7,9 @@ user function raising in any worker stops every worker and is re-raised
 from ``execute`` with its original type, message and traceback, and notes
 naming the worker and the operator.
 
-Multi-process runs (``-n`` above 1) are tested elsewhere.
+``initialize_from`` is tested here with in-process transports that record
+their lifecycle; multi-process runs (``-n`` above 1, the cluster transport)
+are tested in ``tests/communication``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ import pytest
 import timelypy
 from timelypy import Config, ConfigError, InputHandle, Pipeline, ProbeHandle, Worker, source
 from timelypy.communication.allocator import process_allocators
+from timelypy.communication.transport import ProcessTransport
+from timelypy.errors import ClusterError, WorkerAborted
+from timelypy.execute import initialize_from
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -255,6 +260,96 @@ def test_interrupting_the_calling_thread_stops_every_worker():
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert_worker_threads_end()
+
+
+# -- initialize_from and the transport lifecycle ----------------------------------------------
+
+
+class RecordingTransport(ProcessTransport):
+    """An in-process transport that records its lifecycle calls, in order."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers)
+        self.calls: list[str] = []
+
+    def start(self) -> None:
+        self.calls.append("start")
+
+    def finish(self) -> None:
+        self.calls.append("finish")
+        super().finish()
+
+    def fail(self, error: BaseException) -> None:
+        self.calls.append(f"fail {type(error).__name__}")
+
+    def close(self) -> None:
+        self.calls.append("close")
+        super().close()
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_initialize_from_wraps_a_worker_around_each_allocator(workers):
+    transport = RecordingTransport(workers)
+    results = initialize_from(transport, Config.process(workers), identify)
+    assert results == [(i, workers, workers > 1) for i in range(workers)]
+    assert transport.calls == ["start", "finish", "close"]
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_initialize_from_reports_its_own_failure_before_telling_peers(workers):
+    transport = RecordingTransport(workers)
+    reported: list[BaseException] = []
+
+    def report(error: BaseException) -> None:
+        transport.calls.append(f"report {type(error).__name__}")
+        reported.append(error)
+
+    def program(worker: Worker) -> None:
+        if worker.index == workers - 1:
+            raise Explosion("mine")
+        worker.step_while(lambda: True, timeout=5)  # stopped by the failure
+
+    with pytest.raises(Explosion, match="mine") as info:
+        initialize_from(transport, Config.process(workers), program, report)
+    assert reported == [info.value]
+    assert transport.calls == ["start", "report Explosion", "fail Explosion", "close"]
+    assert f"raised on worker {workers - 1}" in info.value.__notes__
+    assert_worker_threads_end()
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_peer_failure_is_raised_as_the_peers_cluster_error(workers):
+    """Workers stopped by a peer's failure raise it, and nobody reports or announces it."""
+    transport = RecordingTransport(workers)
+    lost = ClusterError("lost process 1 at localhost:2102")
+    reported: list[BaseException] = []
+
+    def program(worker: Worker) -> None:
+        if worker.index == 0:
+            worker.allocator.abort_all(lost)  # as the cluster's watchdog records it
+        worker.step_while(lambda: True, timeout=5)
+
+    with pytest.raises(ClusterError) as info:
+        initialize_from(transport, Config.process(workers), program, reported.append)
+    assert info.value is lost
+    assert not isinstance(info.value, WorkerAborted)
+    assert reported == []
+    assert transport.calls == ["start", "close"]
+    assert_worker_threads_end()
+
+
+def test_a_failed_start_runs_no_worker_and_closes_the_transport():
+    class Unreachable(RecordingTransport):
+        def start(self) -> None:
+            super().start()
+            raise ClusterError("heard nothing from process(es) [1]")
+
+    transport = Unreachable(2)
+    ran: list[Worker] = []
+    with pytest.raises(ClusterError, match="heard nothing"):
+        initialize_from(transport, Config.process(2), ran.append)
+    assert ran == []
+    assert transport.calls == ["start", "close"]
 
 
 # -- stalls ------------------------------------------------------------------------------------

@@ -1,20 +1,31 @@
-"""Running a computation: ``execute``, ``execute_from_args``, ``example``.
+"""Running a computation: ``execute``, ``initialize_from``, ``execute_from_args``, ``example``.
 
-``execute(config, func)`` starts the configured workers, calls
-``func(worker)`` on each, then keeps every worker stepping until all its
-dataflows are complete (input handles the program left open are closed
-first, as Rust drops them).  It returns each worker's return value, in
-worker order.
+This is the one module that wraps workers around allocators, as Timely's
+``initialize_from`` does: the communication layer builds a
+:class:`~timelypy.communication.transport.Transport` (the allocators of this
+process's workers and the lifecycle around them) and knows nothing of
+workers; :func:`initialize_from` makes a
+:class:`~timelypy.worker.Worker` of each allocator and runs the program on
+it.  Threads, processes and Spark tasks all take this one path.
+
+``execute(config, func)`` builds the transport ``config`` describes and
+calls ``initialize_from``, which calls ``func(worker)`` on every local
+worker, then keeps each stepping until all its dataflows are complete
+(input handles the program left open are closed first, as Rust drops
+them).  It returns each local worker's return value, in worker order.
 
 With one worker, ``func`` runs in the calling thread.  With ``n`` workers in
 one process (``Config.process(n)``), each runs in its own thread and they
-share records by reference.  Several processes (``-n``) are the cluster's
-business (:mod:`timelypy.communication.cluster`).
+share records by reference.  With several processes (``-n``), each process
+runs its own workers and they talk over ZeroMQ
+(:mod:`timelypy.communication.cluster`).
 
 If any worker raises, every other worker stops at its next step and
 ``execute`` re-raises the *original* exception -- same type, message and
-traceback -- with notes naming the worker and operator.  Ctrl-C stops all
-workers too.
+traceback -- with notes naming the worker and operator; a worker that only
+stopped because a peer process failed raises that peer's
+:class:`~timelypy.errors.ClusterError` instead.  Ctrl-C (anything raised in
+the calling thread) stops all workers too.
 """
 
 from __future__ import annotations
@@ -26,12 +37,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from timelypy.communication.allocator import Allocator, process_allocators
+from timelypy.communication.allocator import Allocator
 from timelypy.communication.config import Config
+from timelypy.communication.transport import ProcessTransport, Transport
 from timelypy.errors import ClusterError, ConfigError, WorkerAborted
 from timelypy.worker import Worker
 
-__all__ = ["execute", "execute_from_args", "example", "run_worker"]
+__all__ = ["execute", "initialize_from", "execute_from_args", "example", "run_worker"]
 
 R = TypeVar("R")
 
@@ -41,10 +53,16 @@ log = logging.getLogger("timelypy")
 PARK_SECONDS = 0.25
 #: After this many idle seconds with dataflows incomplete, say what holds them.
 STALL_WARNING_SECONDS = 30.0
+#: How long the calling thread waits for worker threads after it was interrupted.
+INTERRUPT_JOIN_SECONDS = 5.0
 
 
 def run_worker(worker: Worker, func: Callable[[Worker], R]) -> R:
-    """Run ``func(worker)``, close its open inputs, and step until its dataflows complete."""
+    """Run ``func(worker)``, close its open inputs, and step until its dataflows complete.
+
+    A worker idle for :data:`STALL_WARNING_SECONDS` with dataflows still
+    incomplete logs what holds them (and again every as many seconds).
+    """
     result = func(worker)
     worker.close_inputs()
     warned_at = 0.0
@@ -65,19 +83,12 @@ def run_worker(worker: Worker, func: Callable[[Worker], R]) -> R:
     return result
 
 
-def _annotate(exc: BaseException, index: int) -> None:
-    if getattr(exc, "timelypy_worker_noted", False):
-        return
-    try:
-        exc.timelypy_worker_noted = True  # type: ignore[attr-defined]
-    except AttributeError:
-        pass
-    if getattr(exc, "timelypy_operator", None) is None:
-        exc.add_note(f"raised on worker {index}")
-
-
 def execute(config: Config | None, func: Callable[[Worker], R]) -> list[R]:
     """Run ``func`` on every worker of ``config``; return their results in worker order.
+
+    ``config`` ``None`` is one worker (:meth:`Config.thread`).  With several
+    processes, each process returns its own workers' results; the cluster's
+    shared secret is read from ``TIMELYPY_SECRET`` or ``TIMELYPY_SECRET_FILE``.
 
     >>> import timelypy
     >>> def count(worker):
@@ -93,25 +104,113 @@ def execute(config: Config | None, func: Callable[[Worker], R]) -> list[R]:
     config = Config.thread() if config is None else config
     if not isinstance(config, Config):
         raise ConfigError(f"execute() needs a Config, got {config!r}")
+    return initialize_from(_transport_for(config), config, func)
+
+
+def _transport_for(config: Config) -> Transport:
     if config.processes > 1:
-        from timelypy.communication.cluster import execute_cluster
+        # Imported here: a run within one process needs neither ZeroMQ nor its sockets.
+        from timelypy.communication.cluster import ClusterTransport
 
-        return execute_cluster(config, func)
-    allocators = process_allocators(config.workers)
-    if config.workers == 1:
-        worker = Worker(allocators[0], config)
-        try:
-            return [run_worker(worker, func)]
-        except BaseException as exc:
-            _annotate(exc, 0)
-            raise
-    return run_threads(allocators, config, func)
+        return ClusterTransport.from_config(config)
+    return ProcessTransport(config.workers)
 
 
-def run_threads(
-    allocators: Sequence[Allocator], config: Config, func: Callable[[Worker], R]
+def initialize_from(
+    transport: Transport,
+    config: Config,
+    func: Callable[[Worker], R],
+    report: Callable[[BaseException], object] | None = None,
 ) -> list[R]:
+    """Run ``func`` on a worker around each of ``transport``'s allocators; return the results.
+
+    Each worker is ``Worker(allocator, config)``; one runs in the calling
+    thread, several run as threads.  After ``func(worker)`` returns, the
+    worker's open inputs are closed and it steps until its dataflows
+    complete (:func:`run_worker`).  The transport's lifecycle frames the
+    run: :meth:`~Transport.start` first, :meth:`~Transport.finish` once every
+    worker completed, :meth:`~Transport.fail` with this process's own
+    failure, and :meth:`~Transport.close` always.
+
+    On failure it raises the first original error, with a note naming the
+    worker (and the operator, where one raised).  When this process's own
+    worker, or the calling thread, failed, ``report(error)`` is called with
+    that error *before* the peers are told (the Spark driver learns the root
+    cause first; an exception from ``report`` is logged and ignored).  A
+    failure a peer reported is raised as that peer's
+    :class:`~timelypy.errors.ClusterError`, not as the local workers'
+    :class:`~timelypy.errors.WorkerAborted`.
+
+    >>> from timelypy.communication.config import Config
+    >>> from timelypy.communication.transport import ProcessTransport
+    >>> initialize_from(ProcessTransport(3), Config.process(3), lambda worker: worker.index)
+    [0, 1, 2]
+    """
+    allocators = transport.allocators
+    try:
+        transport.start()
+        if len(allocators) == 1:
+            results = [_run_here(allocators[0], config, func)]
+        else:
+            results = _run_threads(transport, config, func)
+        transport.finish()
+        return results
+    except BaseException as exc:
+        failure = transport.failure
+        if not isinstance(failure, ClusterError) and not isinstance(exc, ClusterError):
+            own = failure if failure is not None else exc
+            if report is not None:
+                try:
+                    report(own)
+                except Exception:
+                    log.debug("could not report the failure", exc_info=True)
+            transport.fail(own)
+        if isinstance(exc, WorkerAborted) and isinstance(failure, ClusterError):
+            raise failure from None
+        raise
+    finally:
+        transport.close()
+
+
+def _annotate(exc: BaseException, index: int) -> None:
+    """Add a note naming worker ``index`` to ``exc``, unless an operator's note names it."""
+    if getattr(exc, "timelypy_worker_noted", False):
+        return
+    try:
+        exc.timelypy_worker_noted = True  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+    if getattr(exc, "timelypy_operator", None) is None:
+        exc.add_note(f"raised on worker {index}")
+
+
+def _failed(allocator: Allocator, exc: BaseException) -> None:
+    """Record worker ``allocator.index``'s failure ``exc`` so that every other worker stops.
+
+    A worker's own error is noted with its index.  ``WorkerAborted`` (this
+    worker stopped because another failed) records nothing; a
+    ``ClusterError`` (a peer failed) is recorded but not annotated.
+    """
+    if not isinstance(exc, WorkerAborted | ClusterError):
+        _annotate(exc, allocator.index)
+        allocator.abort(exc)
+    elif isinstance(exc, ClusterError):
+        allocator.abort(exc)
+
+
+def _run_here(allocator: Allocator, config: Config, func: Callable[[Worker], R]) -> R:
+    """Run the one local worker in the calling thread."""
+    worker = Worker(allocator, config)
+    try:
+        return run_worker(worker, func)
+    except BaseException as exc:
+        _failed(allocator, exc)
+        raise
+
+
+def _run_threads(transport: Transport, config: Config, func: Callable[[Worker], R]) -> list[R]:
     """Run one worker thread per allocator; fail fast with the first original error."""
+    allocators = transport.allocators
     results: list[Any] = [None] * len(allocators)
     errors: list[BaseException | None] = [None] * len(allocators)
 
@@ -121,11 +220,7 @@ def run_threads(
             results[slot] = run_worker(worker, func)
         except BaseException as exc:
             errors[slot] = exc
-            if not isinstance(exc, WorkerAborted | ClusterError):
-                _annotate(exc, worker.index)
-                allocator.abort(exc)
-            elif isinstance(exc, ClusterError):
-                allocator.abort(exc)
+            _failed(allocator, exc)
 
     threads = [
         threading.Thread(
@@ -145,21 +240,20 @@ def run_threads(
         # stops the calling thread stops the workers too, rather than leaving
         # them running (or spinning) behind it.
         allocators[0].abort_all(interrupt)
-        deadline = time.monotonic() + 5.0
+        deadline = time.monotonic() + INTERRUPT_JOIN_SECONDS
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         raise
-    failure = _first_failure(allocators, errors)
+    failure = _first_failure(transport.failure, errors)
     if failure is not None:
         raise failure
     return results
 
 
 def _first_failure(
-    allocators: Sequence[Allocator], errors: Sequence[BaseException | None]
+    recorded: BaseException | None, errors: Sequence[BaseException | None]
 ) -> BaseException | None:
-    shared = getattr(allocators[0], "shared", None)
-    recorded = shared.failure if shared is not None else None
+    """The failure to raise: the recorded one, else a worker's own, else any."""
     if recorded is not None and not isinstance(recorded, WorkerAborted):
         return recorded
     for error in errors:
@@ -174,9 +268,13 @@ def _first_failure(
 def execute_from_args(argv: Sequence[str] | None, func: Callable[[Worker], R]) -> list[R]:
     """Like :func:`execute`, configured from Timely's arguments in ``argv``.
 
-    ``argv[0]`` is the program name; ``-w``, ``-n``, ``-p``, ``-h`` and the
-    other options of :class:`~timelypy.Config` are read, and free arguments
-    are left for the program.
+    ``argv[0]`` is the program name (``None``: :data:`sys.argv`); ``-w``,
+    ``-n``, ``-p``, ``-h`` and the other options of :class:`~timelypy.Config`
+    are read, and free arguments are left for the program.
+
+    >>> import timelypy
+    >>> timelypy.execute_from_args(["prog", "-w", "2", "data.txt"], lambda w: w.index)
+    [0, 1]
     """
     config, _ = Config.from_args(sys.argv if argv is None else argv)
     return execute(config, func)
@@ -195,4 +293,3 @@ def example(build: Callable[[Any], R]) -> R:
         return worker.dataflow(build)
 
     return execute(Config.thread(), program)[0]
-

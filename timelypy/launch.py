@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from timelypy.communication.cluster import SECRET_ENV, SECRET_FILE_ENV
+from timelypy.communication.secret import SECRET_ENV, SECRET_FILE_ENV
 
 __all__ = ["main", "free_ports"]
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import zmq
 
-from timelypy.communication.cluster import curve_keys, run_tag
+from timelypy.communication.secret import curve_keys, run_tag
 
 __all__ = ["Rendezvous", "TaskChannel", "Message", "local_ip_towards", "execution_tag"]
 

@@ -5,7 +5,8 @@ A barrier stage starts one task per worker, all at once.  Each task:
 1. binds its cluster socket on a free port (on the address that routes to
    the driver) and registers it with the driver's :class:`Rendezvous`;
 2. receives the ordered table of every worker's endpoint;
-3. runs :func:`timelypy.communication.cluster.run_cluster` as process
+3. runs its worker with :func:`timelypy.execute.initialize_from` on a
+   :class:`~timelypy.communication.cluster.ClusterTransport`, as process
    ``partition`` of ``workers`` processes of one worker each -- exactly the
    multi-process cluster, authenticated with the run's secret, so a task of
    an earlier execution cannot join;
@@ -27,9 +28,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from timelypy.communication.cluster import ClusterNetwork, run_cluster
+from timelypy.communication.cluster import ClusterTransport
 from timelypy.communication.config import Config
+from timelypy.communication.network import ClusterNetwork
 from timelypy.errors import ClusterError
+from timelypy.execute import initialize_from
 from timelypy_spark.rendezvous import TaskChannel, execution_tag, local_ip_towards
 
 __all__ = ["TaskSpec", "barrier_task"]
@@ -124,5 +127,7 @@ def _run(
         raise
     program = spec.program
     assert program is not None
-    results = run_cluster(network, lambda worker: program(worker, partition), report)
+    results = initialize_from(
+        ClusterTransport(network), config, lambda worker: program(worker, partition), report
+    )
     return results[0]

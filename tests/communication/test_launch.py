@@ -30,7 +30,7 @@ from tests.communication.cluster_scripts.harness import (
     script,
     write_hostfile,
 )
-from timelypy.communication.cluster import SECRET_ENV
+from timelypy.communication.secret import SECRET_ENV
 from timelypy.launch import GRACE_SECONDS
 
 #: Deadline for a launcher run that should complete.

@@ -28,7 +28,7 @@ from typing import Any
 import zmq
 
 from timelypy import Config
-from timelypy.communication.cluster import ClusterNetwork
+from timelypy.communication.network import ClusterNetwork
 from timelypy.launch import free_ports
 
 #: How long to wait for process 0 to notice process 1's disconnection.

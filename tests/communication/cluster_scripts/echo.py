@@ -23,7 +23,7 @@ import signal
 import sys
 
 import timelypy
-from timelypy.communication.cluster import SECRET_ENV
+from timelypy.communication.secret import SECRET_ENV
 
 
 def program(worker: timelypy.Worker) -> int:

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from timelypy.communication.cluster import SECRET_ENV
+from timelypy.communication.secret import SECRET_ENV
 from timelypy.launch import free_ports
 
 #: The folder of the cluster test programs.

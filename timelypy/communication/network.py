@@ -1,0 +1,490 @@
+"""One process's network: its sockets, the start-up handshake, dispatch, goodbye.
+
+A cluster is ``processes`` processes of ``workers`` threads each; worker
+``process * workers + thread``.  :class:`ClusterNetwork` is what one process
+holds of it (the worker threads' side is
+:class:`~timelypy.communication.cluster.ClusterAllocator`).
+
+**Sockets.**  Each process binds one ``ROUTER`` socket at *its own*
+configured address and nothing else.  It connects one *control* ``DEALER``
+to every peer (start-up, goodbye, failures; libzmq heartbeats run on it),
+and each worker thread owns one ``DEALER`` per remote process for its data,
+so sending needs no lock and the messages from one worker to one process
+travel over one connection: FIFO per pair of workers, which the progress
+protocol needs.  Every socket is CURVE-authenticated with the keys of
+:mod:`timelypy.communication.secret`; the messages are those of
+:mod:`timelypy.communication.wire`.
+
+**Receiving.**  There is no network thread: the ``ROUTER`` is drained by
+whichever local worker steps or parks (:meth:`ClusterNetwork.pump`, under a
+lock), and its messages are dispatched into the local workers' mailboxes,
+so no message waits for a thread switch (under the GIL that can take
+milliseconds).
+
+**Start-up.**  Processes may start in any order: each says ``HELLO`` on
+every connection to every peer (ZeroMQ retries connections) and waits, up
+to ``connect_timeout`` seconds, for a ``HELLO`` on every connection from
+every peer (:meth:`ClusterNetwork.handshake`); then it names the addresses
+it never heard from.  Once it has heard from everyone, every CURVE
+handshake has succeeded.
+
+**Failure and shut-down.**  A process whose worker raises sends ``ABORT``
+with the error's text to every peer (:meth:`ClusterNetwork.announce_failure`);
+a process that completes says ``GOODBYE`` (:meth:`ClusterNetwork.goodbye`).
+Either way it then closes its sockets, waiting a bounded time for queued
+messages (:meth:`ClusterNetwork.close`).  The
+:class:`~timelypy.communication.watchdog.Watchdog` thread turns peers that
+disappear without a goodbye into a :class:`~timelypy.errors.ClusterError`.
+Every failure, wherever it is noticed, is recorded in the process's
+:class:`~timelypy.communication.allocator.ProcessShared`, which wakes every
+local worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any
+
+import zmq
+
+from timelypy.communication.allocator import ProcessShared
+from timelypy.communication.codec import Codec, make_codec
+from timelypy.communication.config import Config
+from timelypy.communication.secret import RUN_ENV, curve_keys, run_tag
+from timelypy.communication.watchdog import Watchdog
+from timelypy.communication.wire import (
+    ABORT,
+    CONNECT_TIMEOUT,
+    CONNECT_TIMEOUT_ENV,
+    CONTROL,
+    DATA,
+    ENTRY,
+    EVENTS,
+    GOODBYE,
+    HEARTBEAT_INTERVAL,
+    HEARTBEAT_TIMEOUT,
+    HELLO,
+    KIND_BATCH,
+    LINGER_SECONDS,
+    NOBLOCK,
+    POLLIN,
+    WORKER_HELLO,
+    resolve,
+)
+from timelypy.errors import ClusterError, ConfigError
+
+__all__ = ["ClusterNetwork"]
+
+log = logging.getLogger("timelypy.cluster")
+
+
+class ClusterNetwork:
+    """One process's sockets: its ROUTER, control connections, and dispatch."""
+
+    def __init__(
+        self,
+        config: Config,
+        secret: bytes,
+        *,
+        run: str | None = None,
+        connect_timeout: float | None = None,
+        bind: str | None = None,
+    ) -> None:
+        """Bind this process's socket and connect to its peers.
+
+        ``run`` names the run (default ``TIMELYPY_RUN``, or empty); its tag
+        salts the keys.  ``connect_timeout`` bounds :meth:`handshake`
+        (default ``TIMELYPY_CONNECT_TIMEOUT``, or 30 s).  ``bind`` overrides
+        the address to listen on (``host:0`` picks a free port, see
+        :attr:`endpoint`); then peers' addresses may be supplied later with
+        :meth:`connect` (``config.addresses`` is not used).
+        """
+        #: The configuration of the whole cluster; this is process ``config.process_index``.
+        self.config = config
+        #: This process's index.
+        self.process = config.process_index
+        #: The number of processes.
+        self.processes = config.processes
+        #: Worker threads per process.
+        self.workers = config.workers
+        #: The number of workers in the cluster.
+        self.peers = config.peers
+        if connect_timeout is None:
+            connect_timeout = float(os.environ.get(CONNECT_TIMEOUT_ENV, CONNECT_TIMEOUT))
+        #: Seconds :meth:`handshake` waits for every peer.
+        self.connect_timeout = connect_timeout
+        run = os.environ.get(RUN_ENV, "") if run is None else run
+        #: The run's name.
+        self.run = run
+        #: The run's tag: it prefixes every routing id.
+        self.tag = run_tag(secret, run)
+        #: How records travel between processes.
+        self.codec: Codec = make_codec(config.serializer)
+        #: What the local worker threads share: mailboxes, wake-ups, the first failure.
+        self.shared = ProcessShared(config.workers)
+        #: The global index of this process's first worker.
+        self.first_worker = self.process * self.workers
+        self._public, self._secret = curve_keys(secret, self.tag)
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        # (peer, connection) pairs heard from: connection 0 is the control one,
+        # connection t + 1 that of the peer's worker thread t.
+        self._hello: set[tuple[int, int]] = set()
+        self._worker_dealers: dict[int, dict[int, zmq.Socket[bytes]]] = {}
+        self._joined: set[int] = set()
+        # Never replaced, only added to: allocators keep a reference to it.
+        self._departed: set[int] = set()
+        self._farewell_at: float | None = None
+        self._closed = False
+        self._control: dict[int, zmq.Socket[bytes]] = {}
+        self._monitors: dict[zmq.Socket[bytes], int] = {}
+        #: Every process's ``host:port``, in process order (empty until connected).
+        self.addresses: tuple[str, ...] = ()
+        self._endpoints: list[str] = []
+        #: The ZeroMQ context of every socket of this process.
+        self.context = zmq.Context()
+        try:
+            if bind is None:
+                addresses = config.resolved_addresses()
+                self._router = self._bind(addresses[self.process])
+                self.connect(addresses)
+            else:
+                self._router = self._bind(bind)
+            self._router_monitor = self._router.get_monitor_socket(
+                zmq.EVENT_ACCEPTED
+                | zmq.EVENT_HANDSHAKE_SUCCEEDED
+                | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+                | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                | zmq.EVENT_DISCONNECTED
+            )
+            self._poller = zmq.Poller()
+            self._poller.register(self._router, zmq.POLLIN)
+            self._watchdog: Watchdog | None = None
+        except BaseException:
+            self.context.destroy(linger=0)
+            raise
+
+    def connect(self, addresses: Sequence[str]) -> None:
+        """Connect control connections to every peer's ``host:port`` (in process order)."""
+        if self._endpoints:
+            raise ClusterError(f"process {self.process} is already connected to its peers")
+        if len(addresses) != self.processes:
+            raise ConfigError(
+                f"{self.processes} processes need {self.processes} addresses, got {len(addresses)}"
+            )
+        self.addresses = tuple(addresses)
+        for address in addresses:
+            ip, port = resolve(address)
+            self._endpoints.append(f"tcp://{ip}:{port}")
+        for peer in range(self.processes):
+            if peer != self.process:
+                sock = self._dealer(b"c")
+                sock.setsockopt(zmq.HEARTBEAT_IVL, int(HEARTBEAT_INTERVAL * 1000))
+                sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(HEARTBEAT_TIMEOUT * 1000))
+                sock.setsockopt(zmq.HEARTBEAT_TTL, int(HEARTBEAT_TIMEOUT * 1000))
+                monitor = sock.get_monitor_socket(
+                    zmq.EVENT_DISCONNECTED
+                    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+                    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                )
+                sock.connect(self._endpoints[peer])
+                self._control[peer] = sock
+                self._monitors[monitor] = peer
+
+    # -- what the watchdog and the allocators read --------------------------------
+
+    @property
+    def departed(self) -> AbstractSet[int]:
+        """Peers that said goodbye, failed or were lost: nothing more is sent to them.
+
+        Always the same (growing) set, so a reference to it stays current.
+        """
+        return self._departed
+
+    @property
+    def joined(self) -> AbstractSet[int]:
+        """Peers that said ``HELLO`` on every connection (all their handshakes succeeded)."""
+        return self._joined
+
+    @property
+    def farewell_at(self) -> float | None:
+        """When (``time.monotonic()``) this process or a peer first said goodbye, if one did.
+
+        From then on, peers drop half-open connections as they leave.
+        """
+        return self._farewell_at
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    @property
+    def router_monitor(self) -> zmq.Socket[bytes]:
+        """The monitor of this process's ROUTER: accepted, authenticated, rejected connections."""
+        return self._router_monitor
+
+    @property
+    def control_monitors(self) -> Mapping[zmq.Socket[bytes], int]:
+        """The monitor of each control connection, mapped to the peer it connects to."""
+        return self._monitors
+
+    def lose_peer(self, peer: int, error: ClusterError) -> None:
+        """Count ``peer`` as gone (send it nothing more); stop every local worker with ``error``."""
+        self._departed.add(peer)
+        self.shared.abort(error, None)
+
+    # -- sockets ----------------------------------------------------------------
+
+    def _bind(self, address: str) -> zmq.Socket[bytes]:
+        router = self.context.socket(zmq.ROUTER)
+        router.curve_server = True
+        router.curve_secretkey = self._secret
+        router.curve_publickey = self._public
+        router.setsockopt(zmq.RCVHWM, 0)
+        router.setsockopt(zmq.LINGER, 0)
+        ip, port = resolve(address)
+        try:
+            if port == 0:
+                port = router.bind_to_random_port(f"tcp://{ip}")
+            else:
+                router.bind(f"tcp://{ip}:{port}")
+        except zmq.ZMQError as exc:
+            router.close(0)
+            if exc.errno == zmq.EADDRINUSE:
+                raise ClusterError(
+                    f"process {self.process} cannot listen on {address} (tcp://{ip}:{port}): "
+                    "the port is already in use; pick another port in the host file or stop "
+                    "the other program"
+                ) from None
+            raise ClusterError(
+                f"process {self.process} cannot listen on {address} (tcp://{ip}:{port}): {exc}"
+            ) from None
+        #: The ``host:port`` this process listens on.
+        self.endpoint = f"{ip}:{port}"
+        return router
+
+    def _dealer(self, role: bytes) -> zmq.Socket[bytes]:
+        sock = self.context.socket(zmq.DEALER)
+        sock.curve_serverkey = self._public
+        sock.curve_publickey = self._public
+        sock.curve_secretkey = self._secret
+        sock.setsockopt(zmq.SNDHWM, 0)
+        sock.setsockopt(zmq.LINGER, int(LINGER_SECONDS * 1000))
+        sock.setsockopt(zmq.ROUTING_ID, self.tag + b":%d:" % self.process + role)
+        return sock
+
+    def worker_dealers(self, thread: int) -> dict[int, zmq.Socket[bytes]]:
+        """Worker thread ``thread``'s DEALERs, one per remote process.
+
+        They are made and authenticated during :meth:`handshake` (so no worker
+        connection is ever left half-open), then handed to the thread.
+        """
+        dealers = self._worker_dealers.get(thread)
+        if dealers is None:
+            dealers = self._worker_dealers[thread] = {}
+            for peer in range(self.processes):
+                if peer != self.process:
+                    sock = self._dealer(b"w%d" % thread)
+                    sock.connect(self._endpoints[peer])
+                    dealers[peer] = sock
+        return dealers
+
+    def process_of(self, worker: int) -> int:
+        """The process that runs global worker ``worker``."""
+        return worker // self.workers
+
+    # -- start-up and shut-down -------------------------------------------------
+
+    def _control_send(
+        self, kind: int, body: bytes = b"", peers: Sequence[int] | None = None
+    ) -> None:
+        header = CONTROL.pack(kind, self.process)
+        with self._send_lock:
+            for peer in self._control if peers is None else peers:
+                if peer in self._departed:
+                    continue
+                try:
+                    self._control[peer].send_multipart([header, body], flags=zmq.NOBLOCK)
+                except zmq.ZMQError:
+                    pass
+
+    def handshake(self) -> None:
+        """Start watching connections; wait until every peer said HELLO (or name the silent)."""
+        if self._watchdog is None:
+            self._watchdog = Watchdog(self)
+            self._watchdog.start()
+        if self.processes == 1:
+            return
+        self._control_send(HELLO)
+        # Every worker connection says HELLO too, so that once everyone heard
+        # from everyone, every connection has finished its CURVE handshake.
+        with self._send_lock:
+            for thread in range(self.workers):
+                header = WORKER_HELLO.pack(HELLO, self.process, thread + 1)
+                for sock in self.worker_dealers(thread).values():
+                    sock.send_multipart([header, b""], flags=zmq.NOBLOCK)
+        deadline = time.monotonic() + self.connect_timeout
+        expected = {
+            (peer, connection)
+            for peer in range(self.processes)
+            if peer != self.process
+            for connection in range(self.workers + 1)
+        }
+        while not expected <= self._hello:
+            self._joined = {
+                p for p in range(self.processes)
+                if all((p, c) in self._hello for c in range(self.workers + 1))
+            }
+            self.check()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                missing = sorted({peer for peer, _ in expected - self._hello})
+                raise ClusterError(
+                    f"process {self.process} heard nothing from process(es) {missing} at "
+                    f"{', '.join(self.addresses[p] for p in missing)} within "
+                    f"{self.connect_timeout:g} s: are they running, with the same host file "
+                    f"and secret, and reachable from {self.addresses[self.process]}?"
+                )
+            self.pump(min(remaining, 0.1), wait=True)
+        self._joined = set(range(self.processes)) - {self.process}
+
+    def goodbye(self) -> None:
+        """Tell every peer this process is done (a disconnection is then expected)."""
+        if self._farewell_at is None:
+            self._farewell_at = time.monotonic()
+        self._control_send(GOODBYE)
+
+    def announce_failure(self, error: BaseException) -> None:
+        """Tell every peer this process failed, with the error's description."""
+        message = str(error)
+        text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+        notes = getattr(error, "__notes__", None)
+        if notes:
+            text += " (" + "; ".join(notes) + ")"
+        self._control_send(ABORT, text.encode("utf-8", "replace"))
+
+    def close(self) -> None:
+        """Close every socket; wait (bounded) for queued messages to be delivered."""
+        if self._closed:
+            return
+        self._closed = True
+        # Order matters: libzmq's I/O thread may be sending a monitor event while
+        # holding the monitor's lock, so monitors are disabled while the watchdog
+        # still reads them, and their readers are closed only afterwards.
+        for sock in (*self._control.values(), self._router):
+            try:
+                sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+        if self._watchdog is not None:
+            self._watchdog.stop()
+        for monitor in list(self._monitors):
+            monitor.close(0)
+        self._router_monitor.close(0)
+        failed = self.shared.failure is not None
+        for dealers in self._worker_dealers.values():
+            for peer, sock in dealers.items():
+                lost = peer in self._departed or (failed and peer not in self._joined)
+                sock.close(0 if lost else int(LINGER_SECONDS * 1000))
+        for peer, sock in self._control.items():
+            sock.close(0 if peer in self._departed else int(LINGER_SECONDS * 1000))
+        self._router.close(0)
+        # term() waits for every socket of the context; a worker thread stuck in
+        # user code would make it wait forever, so wait in a helper thread, bounded.
+        terminator = threading.Thread(target=self.context.term, daemon=True)
+        terminator.start()
+        terminator.join(LINGER_SECONDS + 1.0)
+        if terminator.is_alive():
+            log.warning(
+                "process %d: sockets still open after %.0f s (a worker thread did not stop); "
+                "leaving them to the process exit", self.process, LINGER_SECONDS + 1.0,
+            )
+
+    # -- receiving --------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise the recorded failure, if any."""
+        failure = self.shared.failure
+        if failure is not None:
+            raise failure
+
+    def pump(self, timeout: float, *, wait: bool = False) -> bool:
+        """Receive and dispatch whatever arrived, waiting up to ``timeout`` s for something.
+
+        With ``wait``, wait for another worker that is pumping; otherwise
+        return at once if one is.  Returns whether it pumped.
+        """
+        if not self._lock.acquire(blocking=wait):
+            return False
+        try:
+            if self._closed:
+                return True
+            router = self._router
+            if timeout > 0:
+                ready = bool(self._poller.poll(int(timeout * 1000)))
+            else:
+                # Asking for the socket's state costs less than a receive that fails
+                # with an exception, which most non-blocking pumps would be.
+                # (getsockopt is typed int | bytes; EVENTS is an int option.)
+                ready = bool(router.getsockopt(EVENTS) & POLLIN)  # type: ignore[operator]
+            if ready:
+                while True:
+                    try:
+                        frames = router.recv_multipart(flags=NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    self._dispatch(frames)
+            return True
+        finally:
+            self._lock.release()
+
+    def _dispatch(self, frames: list[Any]) -> None:
+        routing = frames[0].bytes
+        if not routing.startswith(self.tag):
+            log.warning("process %d ignored a message from another run", self.process)
+            return
+        header = frames[1].bytes
+        kind = header[0]
+        if kind == DATA:
+            self._deliver(header, frames)
+            return
+        sender = CONTROL.unpack_from(header)[1]
+        if kind == HELLO:
+            connection = WORKER_HELLO.unpack_from(header)[2] if len(header) >= 9 else 0
+            self._hello.add((sender, connection))
+        elif kind == GOODBYE:
+            self._departed.add(sender)
+            if self._farewell_at is None:
+                self._farewell_at = time.monotonic()
+        elif kind == ABORT:
+            text = frames[2].bytes.decode("utf-8", "replace")
+            self.lose_peer(
+                sender,
+                ClusterError(f"process {sender} at {self.addresses[sender]} failed: {text}"),
+            )
+
+    def _deliver(self, header: bytes, frames: list[Any]) -> None:
+        shared = self.shared
+        codec = self.codec
+        first = self.first_worker
+        count = (len(header) - 1) // ENTRY.size
+        for i in range(count):
+            offset = 1 + i * ENTRY.size
+            channel, _source, target, payload_kind = ENTRY.unpack_from(header, offset)
+            payload = frames[2 + i].buffer
+            if payload_kind == KIND_BATCH:
+                message = codec.decode_batch(payload)
+            else:
+                message = codec.decode(payload)
+            local = target - first
+            shared.mailbox(channel, target).append(message)
+            shared.events[local].append(channel)
+            shared.wakers[local].set()
