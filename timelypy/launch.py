@@ -13,6 +13,13 @@ starts ``-n`` processes of ``SCRIPT -n N -p I -w W -h HOSTFILE ARGS...``
 * every line a process prints prefixed with ``[I]``, its process index;
 * Ctrl-C forwarded to every process.
 
+The launcher's own options (``-n``, default 2; ``-w``; ``-h``;
+``--serializer``; ``--help``) come before ``SCRIPT`` and are read by the same
+parser as a program's Timely options
+(:func:`~timelypy.communication.config.parse_arguments`); everything after
+``SCRIPT`` is passed to it verbatim.  It takes no ``-p``: it gives every
+process its own.  A usage error exits with 2.
+
 If a process fails, the others stop too (they detect it themselves within
 seconds; the launcher terminates any that linger) and the launcher exits
 with the failed process's exit code.  It exits 0 when every process did.
@@ -20,7 +27,7 @@ with the failed process's exit code.  It exits 0 when every process did.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import os
 import secrets
 import signal
@@ -30,12 +37,15 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from timelypy.communication.config import Config, parse_arguments
 from timelypy.communication.secret import SECRET_ENV, SECRET_FILE_ENV
+from timelypy.errors import ConfigError
 
-__all__ = ["main", "free_ports"]
+__all__ = ["main", "free_ports", "parse_launch_args", "LaunchOptions", "USAGE"]
 
 #: Seconds the other processes get to stop by themselves after one fails.
 GRACE_SECONDS = 10.0
@@ -63,49 +73,85 @@ def _relay(stream: IO[bytes], prefix: bytes, out: IO[bytes], lock: threading.Loc
     stream.close()
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m timelypy.launch",
-        description="Start a timelypy computation as several processes on this machine.",
-        add_help=False,
-    )
-    parser.add_argument("-n", "--processes", type=int, default=2, help="number of processes")
-    parser.add_argument("-w", "--workers", type=int, default=1, help="worker threads per process")
-    parser.add_argument("-h", "--hostfile", help="host:port lines (default: free local ports)")
-    parser.add_argument("--serializer", choices=("msgpack", "pickle"), help="record codec")
-    parser.add_argument("--help", action="help", help="show this message and exit")
-    parser.add_argument("script", help="the Python script to run in every process")
-    parser.add_argument("args", nargs="*", help="arguments for the script (passed verbatim)")
-    return parser
+#: The launcher's usage (``--help`` prints it).
+USAGE = """\
+usage: python -m timelypy.launch [-n PROCESSES] [-w WORKERS] [-h HOSTFILE]
+                                 [--serializer msgpack|pickle] SCRIPT [ARGS...]
+
+Start a timelypy computation as several processes on this machine: each runs
+SCRIPT -n N -p I -w W -h HOSTFILE [--serializer NAME] ARGS...
+
+  -n, --processes N     number of processes (default 2)
+  -w, --workers N       worker threads per process (default 1)
+  -h, --hostfile FILE   host:port lines, one per process (default: free local ports)
+  --serializer NAME     how records travel between processes (default: the script's)
+  --help                show this message
+
+Everything after SCRIPT is passed to it verbatim; Timely options the launcher
+does not take (--progress-mode) go there too.  The launcher gives every process
+its own -p."""
 
 
-def _split(argv: list[str]) -> tuple[list[str], list[str]]:
-    """Split at the script: the launcher's options (and the script), and the script's arguments.
+@dataclasses.dataclass(frozen=True)
+class LaunchOptions:
+    """What the launcher was asked to do."""
 
-    argparse would swallow a ``--`` among the script's own arguments, so
-    everything after the script is passed through verbatim.
+    processes: int
+    workers: int
+    hostfile: str | None
+    serializer: str | None
+    script: str
+    args: tuple[str, ...]
+
+
+def parse_launch_args(argv: Sequence[str]) -> LaunchOptions | None:
+    """Read the launcher's command line (without the program name); ``None`` for ``--help``.
+
+    The launcher's options come before the script and are read by Timely's
+    own parser (:func:`~timelypy.communication.config.parse_arguments`);
+    everything after the script is the script's, verbatim.  Raises
+    :class:`~timelypy.errors.ConfigError` with a message for the user.
+
+    >>> parse_launch_args(["-w", "2", "prog.py", "--", "-n", "5"])
+    LaunchOptions(processes=2, workers=2, hostfile=None, serializer=None, script='prog.py', \
+args=('--', '-n', '5'))
     """
-    valued = {"-n", "--processes", "-w", "--workers", "-h", "--hostfile", "--serializer"}
-    index = 0
-    while index < len(argv):
-        arg = argv[index]
-        if arg in valued:
-            index += 2
-        elif arg.startswith("-") and arg != "-":
-            index += 1
-        else:
-            return argv[: index + 1], argv[index + 1 :]
-    return argv, []
+    given = parse_arguments(argv, stop_at_free=True, usage=USAGE)
+    if given.help:
+        return None
+    if given.process_index is not None:
+        raise ConfigError(
+            f"-p {given.process_index}: the launcher takes no -p, it starts every process "
+            "and gives each its own -p (0 to N-1)"
+        )
+    if given.progress_mode is not None:
+        raise ConfigError(
+            "--progress-mode is not a launcher option: put it after the script "
+            "(python -m timelypy.launch -n 2 SCRIPT --progress-mode demand ARGS...), "
+            "where the script reads it"
+        )
+    if not given.free:
+        raise ConfigError(f"no script given\n{USAGE}")
+    processes = 2 if given.processes is None else given.processes
+    workers = 1 if given.workers is None else given.workers
+    if processes < 1 or workers < 1:
+        raise ConfigError("-n and -w must be at least 1")
+    if given.serializer is not None:
+        Config(serializer=given.serializer)  # says which serializers there are
+    script, *args = given.free
+    return LaunchOptions(processes, workers, given.hostfile, given.serializer, script, tuple(args))
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the launcher; return the exit code."""
-    own, script_args = _split(list(sys.argv[1:] if argv is None else argv))
-    options = _parser().parse_args(own)
-    options.args = script_args
-    if options.processes < 1 or options.workers < 1:
-        print("launch: -n and -w must be at least 1", file=sys.stderr)
+    try:
+        options = parse_launch_args(sys.argv[1:] if argv is None else argv)
+    except ConfigError as exc:
+        print(f"launch: {exc}", file=sys.stderr)
         return 2
+    if options is None:
+        print(USAGE)
+        return 0
     if not Path(options.script).exists():
         print(f"launch: no such script: {options.script}", file=sys.stderr)
         return 2
@@ -122,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run(options, hostfile, env)
 
 
-def _run(options: argparse.Namespace, hostfile: str, env: dict[str, str]) -> int:
+def _run(options: LaunchOptions, hostfile: str, env: dict[str, str]) -> int:
     lock = threading.Lock()
     children: list[subprocess.Popen[bytes]] = []
     relays: list[threading.Thread] = []

@@ -18,7 +18,9 @@ from timelypy import Config, ConfigError, TimelyError
 from timelypy.communication.config import (
     DEFAULT_BASE_PORT,
     USAGE,
+    Arguments,
     parse_address,
+    parse_arguments,
     parse_hostfile,
 )
 
@@ -223,6 +225,50 @@ def test_help_raises_the_usage():
 def test_bad_values_are_config_errors(args, message):
     with pytest.raises(ConfigError, match=message):
         parse(*args)
+
+
+# -- parse_arguments: the one parser (programs and the launcher) ----------------------------
+
+
+def test_parse_arguments_keeps_what_was_given_and_nothing_else():
+    given = parse_arguments(["-w2", "in.txt", "--serializer=pickle", "-h", "hosts"])
+    assert given == Arguments(workers=2, serializer="pickle", hostfile="hosts", free=("in.txt",))
+    assert given.processes is None and given.process_index is None and not given.help
+    assert parse_arguments([]) == Arguments()
+
+
+def test_stop_at_free_passes_everything_after_the_first_free_argument_verbatim():
+    given = parse_arguments(
+        ["-n", "3", "script.py", "-w", "2", "--", "--bogus", "-p", "1"], stop_at_free=True
+    )
+    assert (given.processes, given.workers) == (3, None)
+    assert given.free == ("script.py", "-w", "2", "--", "--bogus", "-p", "1")
+    assert parse_arguments(["-n2", "--", "-script.py", "x"], stop_at_free=True).free == (
+        "-script.py",
+        "x",
+    )
+
+
+def test_help_stops_parsing_where_it_stands():
+    assert parse_arguments(["-w", "2", "--help", "--bogus"]).help
+    with pytest.raises(ConfigError, match="needs an integer, got '--help'"):
+        parse_arguments(["-w", "--help"])
+
+
+def test_errors_end_with_the_callers_usage():
+    with pytest.raises(ConfigError) as info:
+        parse_arguments(["--bogus"], usage="usage: mine")
+    assert str(info.value) == "unknown option '--bogus'\nusage: mine"
+    with pytest.raises(ConfigError, match="option -n needs a value\nusage: mine"):
+        parse_arguments(["-n"], usage="usage: mine")
+
+
+def test_arguments_make_the_config_they_describe(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("a:1\nb:2\nc:3\n")
+    config = Arguments(processes=2, process_index=1, hostfile=str(hosts)).config()
+    assert config == Config.cluster(1, 2, 1, ["a:1", "b:2"])
+    assert Arguments().config() == Config()
 
 
 # -- host files ----------------------------------------------------------------------------

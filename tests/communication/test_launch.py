@@ -31,7 +31,8 @@ from tests.communication.cluster_scripts.harness import (
     write_hostfile,
 )
 from timelypy.communication.secret import SECRET_ENV
-from timelypy.launch import GRACE_SECONDS
+from timelypy.errors import ConfigError
+from timelypy.launch import GRACE_SECONDS, USAGE, LaunchOptions, main, parse_launch_args
 
 #: Deadline for a launcher run that should complete.
 RUN_DEADLINE = 60.0
@@ -216,3 +217,58 @@ def test_script_options_after_a_double_dash_reach_the_script(tmp_path: Path) -> 
         "[0] 2 0 ['data.txt', '--verbose', '-5']",
         "[1] 2 1 ['data.txt', '--verbose', '-5']",
     ]
+
+
+# -- the launcher's command line (parsed by Timely's own parser; no process starts) ------------
+
+
+def test_launcher_options_come_before_the_script_and_its_arguments_pass_verbatim() -> None:
+    options = parse_launch_args(
+        ["-n3", "--workers=2", "--serializer", "pickle", "prog.py", "-w", "5", "--", "-p", "0"]
+    )
+    assert options == LaunchOptions(
+        processes=3, workers=2, hostfile=None, serializer="pickle", script="prog.py",
+        args=("-w", "5", "--", "-p", "0"),
+    )
+
+
+def test_launcher_defaults_to_two_processes_of_one_worker() -> None:
+    options = parse_launch_args(["prog.py"])
+    assert options is not None
+    assert (options.processes, options.workers, options.hostfile, options.serializer) == (
+        2, 1, None, None,
+    )
+    assert options.args == ()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-p", "1", "prog.py"], "-p 1: the launcher takes no -p, it starts every process"),
+        (["--progress-mode", "demand", "prog.py"], "put it after the script"),
+        ([], "no script given"),
+        (["-n", "2"], "no script given"),
+        (["-x", "prog.py"], "unknown option '-x'"),
+        (["-n", "two", "prog.py"], "-n needs an integer, got 'two'"),
+        (["-w", "0", "prog.py"], "-n and -w must be at least 1"),
+        (["--serializer", "json", "prog.py"], "unknown serializer 'json'"),
+    ],
+)
+def test_launcher_usage_errors_say_what_to_do(args: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_launch_args(args)
+
+
+def test_launcher_usage_errors_exit_with_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["-p", "0", "prog.py"]) == 2
+    assert capsys.readouterr().err.startswith("launch: -p 0: the launcher takes no -p")
+    assert main(["--bogus", "prog.py"]) == 2
+    assert USAGE in capsys.readouterr().err
+
+
+def test_launcher_help_prints_the_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_launch_args(["-n", "3", "--help"]) is None
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == USAGE
+    assert "-h, --hostfile" in out and "default 2" in out

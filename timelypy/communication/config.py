@@ -20,6 +20,11 @@ object, but unpickling runs code, so it is only used on authenticated
 connections).  ``--progress-mode eager|demand`` is Timely's progress mode.
 
 Since ``-h`` means host file, help is ``--help``.
+
+:func:`parse_arguments` is the one parser of these options: programs use it
+through :meth:`Config.from_args` (options and free arguments may mix; ``--``
+ends the options), and ``python -m timelypy.launch`` uses it for its own
+options, which end at the script.
 """
 
 from __future__ import annotations
@@ -27,10 +32,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from timelypy.errors import ConfigError
 
-__all__ = ["Config", "parse_hostfile", "parse_address", "DEFAULT_BASE_PORT"]
+__all__ = [
+    "Config",
+    "Arguments",
+    "parse_arguments",
+    "parse_hostfile",
+    "parse_address",
+    "DEFAULT_BASE_PORT",
+    "USAGE",
+]
 
 #: Without a host file, process ``i`` listens on ``localhost:DEFAULT_BASE_PORT + i``.
 DEFAULT_BASE_PORT = 2101
@@ -38,6 +52,7 @@ DEFAULT_BASE_PORT = 2101
 _SERIALIZERS = ("msgpack", "pickle")
 _PROGRESS_MODES = ("eager", "demand")
 
+#: The usage of a program that reads Timely's arguments (``--help`` shows it).
 USAGE = """\
 usage: PROGRAM [-w WORKERS] [-n PROCESSES] [-p PROCESS] [-h HOSTFILE]
                [--serializer msgpack|pickle] [--progress-mode eager|demand] [ARGS...]
@@ -108,7 +123,7 @@ progress_mode='eager'), ['data.txt'])
         return cls()
 
     @classmethod
-    def process(cls, workers: int) -> Config:  # type: ignore[override]
+    def process(cls, workers: int) -> Config:
         """``workers`` worker threads in this process."""
         return cls(workers=workers)
 
@@ -127,7 +142,7 @@ progress_mode='eager'), ['data.txt'])
             processes=processes,
             process_index=process,
             addresses=tuple(addresses) if addresses is not None else None,
-            **options,  # type: ignore[arg-type]
+            **options,
         )
 
     def resolved_addresses(self) -> tuple[str, ...]:
@@ -143,67 +158,126 @@ progress_mode='eager'), ['data.txt'])
         Returns the configuration and the remaining (free) arguments.  With
         ``strict``, an unknown option (``-x`` before any ``--``) is an error,
         as in Timely; otherwise it is left in the remaining arguments.
+        ``--help`` raises a :class:`~timelypy.errors.ConfigError` whose
+        message is the usage.  See :func:`parse_arguments`.
         """
-        args = list(argv[1:])
-        values: dict[str, str] = {}
-        rest: list[str] = []
-        hostfile: str | None = None
-        options = {
-            "-w": "workers", "--workers": "workers", "--threads": "workers",
-            "-n": "processes", "--processes": "processes",
-            "-p": "process_index", "--process": "process_index",
-            "-h": "hostfile", "--hostfile": "hostfile",
-            "--serializer": "serializer",
-            "--progress-mode": "progress_mode",
-        }
-        i = 0
-        while i < len(args):
-            arg = args[i]
-            if arg == "--":
-                rest.extend(args[i + 1:])
+        arguments = parse_arguments(argv[1:], strict=strict)
+        if arguments.help:
+            raise ConfigError(USAGE)
+        return arguments.config(), list(arguments.free)
+
+
+@dataclasses.dataclass(frozen=True)
+class Arguments:
+    """Timely's options as written on a command line, before they make a :class:`Config`.
+
+    An option that was not given is ``None``; ``free`` holds the other
+    arguments, in order; ``help`` says that ``--help`` was given (parsing
+    stops there).
+    """
+
+    workers: int | None = None
+    processes: int | None = None
+    process_index: int | None = None
+    hostfile: str | None = None
+    serializer: str | None = None
+    progress_mode: str | None = None
+    help: bool = False
+    free: tuple[str, ...] = ()
+
+    def config(self) -> Config:
+        """The configuration these options describe (Timely's defaults for the others).
+
+        A host file is read here, keeping as many addresses as processes.
+        """
+        kwargs: dict[str, Any] = {}
+        for key in ("workers", "processes", "process_index", "serializer", "progress_mode"):
+            value = getattr(self, key)
+            if value is not None:
+                kwargs[key] = value
+        if self.hostfile is not None:
+            processes = 1 if self.processes is None else self.processes
+            kwargs["addresses"] = parse_hostfile(self.hostfile, processes)
+        return Config(**kwargs)
+
+
+#: Every name of every option, and the :class:`Arguments` field it sets.
+_OPTIONS: dict[str, str] = {
+    "-w": "workers", "--workers": "workers", "--threads": "workers",
+    "-n": "processes", "--processes": "processes",
+    "-p": "process_index", "--process": "process_index",
+    "-h": "hostfile", "--hostfile": "hostfile",
+    "--serializer": "serializer",
+    "--progress-mode": "progress_mode",
+}
+#: The integer fields, and the flag that names each in errors.
+_INTEGERS = {"workers": "-w", "processes": "-n", "process_index": "-p"}
+#: Short options, which may be written with their value attached (``-w2``).
+_SHORT = ("-w", "-n", "-p", "-h")
+
+
+def parse_arguments(
+    args: Sequence[str], *, strict: bool = True, stop_at_free: bool = False, usage: str = USAGE
+) -> Arguments:
+    """Read Timely's options (``-w``, ``-n``, ``-p``, ``-h`` and the long ones) from ``args``.
+
+    ``args`` has no program name.  Options may be written ``-w 2``,
+    ``-w2``, ``--workers 2`` or ``--workers=2``; ``--`` ends the options.
+    Other arguments are free: numbers (``-5``) and ``-`` too.  With
+    ``strict``, an unknown option is an error (whose message ends with
+    ``usage``); otherwise it is free.  With ``stop_at_free``, the first free
+    argument ends the options, and it and everything after it are free,
+    verbatim (the launcher's ``[OPTIONS] SCRIPT [ARGS...]``).  Values are
+    checked for form here (integers); :meth:`Arguments.config` checks the
+    rest.
+
+    >>> parse_arguments(["-w2", "data.txt", "-n", "3"])
+    Arguments(workers=2, processes=3, process_index=None, hostfile=None, serializer=None, \
+progress_mode=None, help=False, free=('data.txt',))
+    >>> parse_arguments(["-n", "3", "script.py", "-w", "2"], stop_at_free=True).free
+    ('script.py', '-w', '2')
+    """
+    values: dict[str, str] = {}
+    free: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            free.extend(args[i + 1:])
+            break
+        if arg == "--help":
+            return Arguments(help=True)
+        name, value = arg, None
+        if arg.startswith("--") and "=" in arg:
+            name, value = arg.split("=", 1)
+        elif arg[:2] in _SHORT and len(arg) > 2 and not arg.startswith("--"):
+            name, value = arg[:2], arg[2:]
+        key = _OPTIONS.get(name)
+        if key is None:
+            if strict and arg.startswith("-") and len(arg) > 1 and not _is_number(arg):
+                raise ConfigError(f"unknown option {arg!r}\n{usage}")
+            if stop_at_free:
+                free.extend(args[i:])
                 break
-            if arg == "--help":
-                raise ConfigError(USAGE)
-            name, value = arg, None
-            if arg.startswith("--") and "=" in arg:
-                name, value = arg.split("=", 1)
-            elif arg[:2] in ("-w", "-n", "-p", "-h") and len(arg) > 2 and not arg.startswith("--"):
-                name, value = arg[:2], arg[2:]
-            key = options.get(name)
-            if key is None:
-                if strict and arg.startswith("-") and len(arg) > 1 and not _is_number(arg):
-                    raise ConfigError(f"unknown option {arg!r}\n{USAGE}")
-                rest.append(arg)
-                i += 1
-                continue
-            if value is None:
-                if i + 1 >= len(args):
-                    raise ConfigError(f"option {name} needs a value\n{USAGE}")
-                value = args[i + 1]
-                i += 2
-            else:
-                i += 1
-            if key == "hostfile":
-                hostfile = value
-            else:
-                values[key] = value
-        kwargs: dict[str, object] = {}
-        for key in ("workers", "processes", "process_index"):
-            if key in values:
-                try:
-                    kwargs[key] = int(values[key])
-                except ValueError:
-                    flag = {"workers": "-w", "processes": "-n", "process_index": "-p"}[key]
-                    raise ConfigError(
-                        f"{flag} needs an integer, got {values[key]!r}"
-                    ) from None
-        for key in ("serializer", "progress_mode"):
-            if key in values:
-                kwargs[key] = values[key]
-        processes = int(kwargs.get("processes", 1))  # type: ignore[arg-type]
-        if hostfile is not None:
-            kwargs["addresses"] = parse_hostfile(hostfile, processes)
-        return cls(**kwargs), rest  # type: ignore[arg-type]
+            free.append(arg)
+            i += 1
+            continue
+        if value is None:
+            if i + 1 >= len(args):
+                raise ConfigError(f"option {name} needs a value\n{usage}")
+            value = args[i + 1]
+            i += 2
+        else:
+            i += 1
+        values[key] = value
+    fields: dict[str, Any] = dict(values)
+    for key, flag in _INTEGERS.items():
+        if key in values:
+            try:
+                fields[key] = int(values[key])
+            except ValueError:
+                raise ConfigError(f"{flag} needs an integer, got {values[key]!r}") from None
+    return Arguments(**fields, free=tuple(free))
 
 
 def _is_number(text: str) -> bool:
