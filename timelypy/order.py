@@ -140,7 +140,7 @@ def _mixed(a: object, b: object, exc: Exception | None = None) -> TimestampError
     return err
 
 
-class Product(tuple):
+class Product(tuple[Any, Any]):
     """A pair of timestamps ordered coordinate by coordinate.
 
     ``Product(a, b).less_equal(Product(c, d))`` iff ``a <= c`` and ``b <= d``
@@ -322,7 +322,7 @@ def less_than(a: Any, b: Any) -> bool:
     return less_equal(a, b) and a != b
 
 
-def _int_le(a: Any, b: Any) -> bool:
+def _int_le(a: int, b: Any) -> bool:
     if type(b) is not int:
         raise _mixed(a, b)
     return a <= b
@@ -341,7 +341,7 @@ def less_equal_fn(sample: Any) -> Callable[[Any, Any], bool]:
         return operator.le
     if kind is Product:
         return Product.less_equal
-    method = getattr(kind, "less_equal", None)
+    method: Callable[[Any, Any], bool] | None = getattr(kind, "less_equal", None)
     if method is None:
         raise TimestampError(
             f"{sample!r} ({kind.__name__}) is not a timestamp: timestamps are int, Product, "

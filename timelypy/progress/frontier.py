@@ -175,10 +175,11 @@ class Antichain(Generic[T]):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
+        elements: list[Any] = self._elements  # summaries need not be orderable
         try:
-            shown = sorted(self._elements)
+            shown = sorted(elements)
         except TypeError:
-            shown = list(self._elements)
+            shown = list(elements)
         return f"Antichain({shown!r})"
 
 
@@ -266,7 +267,8 @@ class MutableAntichain(Generic[T]):
         if self._le is _INT_LE:
             return self._update_iter_int(updates)
         counts = self._counts
-        frontier = self._frontier
+        # Any: when the first time seen is an int, the branch below compares with ``<``.
+        frontier: list[Any] = self._frontier
         le = self._le
         kind = self._kind
         rebuild = False
@@ -289,7 +291,8 @@ class MutableAntichain(Generic[T]):
                         beyond = False
                         before = True
                         for f in frontier:
-                            if le(f, time):
+                            # le is set: it was learned from the first time, whose type all share.
+                            if le(f, time):  # type: ignore[misc]
                                 before = False
                                 if f != time:
                                     beyond = True
@@ -308,8 +311,8 @@ class MutableAntichain(Generic[T]):
 
     def _update_iter_int(self, updates: Iterable[tuple[Any, int]]) -> list[tuple[Any, int]]:
         """:meth:`update_iter` for ``int`` times, whose frontier is their least positive time."""
-        counts = self._counts
-        frontier = self._frontier
+        counts: dict[Any, int] = self._counts
+        frontier: list[Any] = self._frontier
         old = frontier[0] if frontier else None
         below: list[int] = []  # updated times at or below the old minimum
         for time, diff in updates:
@@ -360,7 +363,7 @@ class MutableAntichain(Generic[T]):
             counts[time] = total
         else:
             counts.pop(time, None)
-        frontier = self._frontier
+        frontier: list[Any] = self._frontier  # int times (checked above)
         if not frontier:
             if total > 0:  # no positive count existed, so this is the minimum
                 frontier.append(time)
@@ -379,11 +382,11 @@ class MutableAntichain(Generic[T]):
         return self._rebuild()
 
     def _rebuild(self) -> list[tuple[T, int]]:
-        old = self._frontier
-        counts = self._counts
+        old: list[Any] = self._frontier
+        counts: dict[Any, int] = self._counts  # times are ordered by ``<`` here
         le = self._le
         if le is _INT_LE:
-            new_min = None
+            new_min: Any = None
             for t, c in counts.items():
                 if c > 0 and (new_min is None or t < new_min):
                     new_min = t
@@ -395,7 +398,7 @@ class MutableAntichain(Generic[T]):
                 return [(new_min, 1)]
             if not new:
                 return [(old[0], -1)]
-            if old[0] < new_min:  # type: ignore[operator]
+            if old[0] < new_min:
                 return [(old[0], -1), (new_min, 1)]
             return [(new_min, 1), (old[0], -1)]
         try:

@@ -17,6 +17,7 @@ from inside: its *outputs* (sources) are the scope's inputs and its *inputs*
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -34,7 +35,8 @@ class Port(NamedTuple):
     """An input or output port of some node: ``Port.target(i)`` or ``Port.source(i)``."""
 
     kind: PortKind
-    index: int
+    # The field shadows tuple.index(); Port is never searched, and the name is public API.
+    index: int  # type: ignore[assignment]
 
     @classmethod
     def target(cls, index: int) -> Port:
@@ -122,7 +124,7 @@ class Source:
     def __hash__(self) -> int:
         return hash((1, self.node, self.port))
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[int]:
         return iter((self.node, self.port))
 
     def __repr__(self) -> str:
@@ -147,7 +149,7 @@ class Target:
     def __hash__(self) -> int:
         return hash((0, self.node, self.port))
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[int]:
         return iter((self.node, self.port))
 
     def __repr__(self) -> str:

@@ -23,21 +23,22 @@ collects their progress.  Everything it needs from a child is on
   can never run again.
 
 Children that want the *changes* to their input frontiers (probes, nested
-scopes) set ``frontier_changes`` to one list (or any object with
-``append``) per input; the scope appends ``(time, diff)`` pairs there as it
-propagates.  Others read their frontiers from the live
-implications the scope hands them with :meth:`Operate.set_input_frontiers`.
+scopes) set ``frontier_changes`` to one :class:`ChangeSink` per input: a
+list, or any object with an ``append((time, diff))`` method; the scope
+appends ``(time, diff)`` pairs there as it propagates.  Others read their
+frontiers from the live implications the scope hands them with
+:meth:`Operate.set_input_frontiers`.
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any
+from typing import Any, Protocol
 
 from timelypy.progress.frontier import MutableAntichain
 from timelypy.progress.reachability import Connectivity
 
-__all__ = ["FrontierInterest", "Operate"]
+__all__ = ["ChangeSink", "FrontierInterest", "Operate"]
 
 
 class FrontierInterest(IntEnum):
@@ -49,6 +50,17 @@ class FrontierInterest(IntEnum):
     """Only while the operator holds a capability."""
     ALWAYS = 2
     """On every change (notificators, probes, frontier-aware operators)."""
+
+
+class ChangeSink(Protocol):
+    """Where a scope puts the changes to one input's frontier: a list will do.
+
+    The scope calls ``append((time, diff))`` for every change, in order.
+    """
+
+    def append(self, change: tuple[Any, int], /) -> None:
+        """Receive one change ``(time, diff)`` to the input's frontier."""
+        ...
 
 
 class Operate:
@@ -69,7 +81,9 @@ class Operate:
         self.consumeds: list[dict[Any, int]] = []
         self.internals: list[dict[Any, int]] = []
         self.produceds: list[dict[Any, int]] = []
-        self.frontier_changes: list[list[tuple[Any, int]]] | None = None
+        #: Per input, where the scope appends the changes to its frontier; ``None``
+        #: (the default) if the operator does not want them.
+        self.frontier_changes: list[ChangeSink] | None = None
         #: Index of this child in its scope, and the activation callback; set by the scope.
         self.index = -1
         self.activate: Any = None

@@ -115,6 +115,9 @@ class Subgraph(Operate):
         self.children: list[Operate | None] = [None]
         self._edge_stash: list[tuple[int, int, int, int]] = []
         self._input_messages: list[dict[Any, int]] = []
+        #: Per scope input, the changes to the parent's frontier there, not yet
+        #: accepted; the same lists are this scope's ``frontier_changes``.
+        self._input_changes: list[list[tuple[Any, int]]] = []
         #: The "timely" event logger, if someone subscribed before the scope was built.
         self.logger: Logger | None = None
         self.progcaster: Progcaster | None = None
@@ -231,7 +234,9 @@ class Subgraph(Operate):
         self.consumeds = [{} for _ in range(self.inputs)]
         self.produceds = [{} for _ in range(self.outputs)]
         self.internals = [{} for _ in range(self.outputs)]
-        self.frontier_changes = [[] for _ in range(self.inputs)]
+        input_changes: list[list[tuple[Any, int]]] = [[] for _ in range(self.inputs)]
+        self._input_changes = input_changes
+        self.frontier_changes = list(input_changes)
         # Like Timely: the scope cares about its inputs' frontiers as much as its
         # most interested child does.
         interest = max(
@@ -443,7 +448,7 @@ class Subgraph(Operate):
     def _accept_frontier(self) -> None:
         to_inner = self.refinement.to_inner  # type: ignore[union-attr]
         update = self.tracker._update_source  # type: ignore[union-attr]
-        for port, changes in enumerate(self.frontier_changes):  # type: ignore[arg-type]
+        for port, changes in enumerate(self._input_changes):
             if changes:
                 for time, diff in changes:
                     update(0, port, to_inner(time), diff)
@@ -507,9 +512,9 @@ class Subgraph(Operate):
                         interest == _IF_CAPABILITY and tracker.node_state(node).cap_counts > 0
                     ):
                         self.activate_child(node)
-                    changes = child.frontier_changes
-                    if changes is not None:
-                        changes[port].append((time, diff))
+                    sinks = child.frontier_changes
+                    if sinks is not None:
+                        sinks[port].append((time, diff))
             for node in touched:
                 if node == 0:
                     continue
@@ -522,11 +527,11 @@ class Subgraph(Operate):
             for output in range(self.outputs):
                 changes = tracker._drain_output(output)
                 if changes:
-                    outer: dict[Any, int] = {}
+                    in_outer: dict[Any, int] = {}
                     for time, diff in changes:
                         t = to_outer(time)
-                        outer[t] = outer.get(t, 0) + diff
-                    reported = self._output_capabilities[output].update_iter(outer.items())
+                        in_outer[t] = in_outer.get(t, 0) + diff
+                    reported = self._output_capabilities[output].update_iter(in_outer.items())
                     internal = self.internals[output]
                     for time, diff in reported:
                         internal[time] = internal.get(time, 0) + diff
