@@ -99,8 +99,8 @@ class LeafOperator(Operate):
     def watch_frontier(self, input_index: int, sink: Callable[[Any, int], Any]) -> None:
         """Call ``sink(time, diff)`` for every change to input ``input_index``'s frontier."""
         if self.frontier_changes is None:
-            self.frontier_changes = [_IGNORE] * self.inputs  # type: ignore[list-item]
-        self.frontier_changes[input_index] = _Sink(sink)  # type: ignore[call-overload]
+            self.frontier_changes = [_IGNORE] * self.inputs
+        self.frontier_changes[input_index] = _Sink(sink)
 
     def finish_shape(self, connectivity: Connectivity) -> None:
         """Fix the connectivity; compute which input/output paths keep times unchanged."""
