@@ -4,9 +4,11 @@ The package is layered (see ``docs/``):
 
 * :mod:`timelypy.order` -- timestamps and path summaries;
 * :mod:`timelypy.progress` -- antichains, change batches, reachability, scopes' progress;
-* :mod:`timelypy.communication` -- allocators and configuration;
-* :mod:`timelypy.dataflow` -- scopes, streams, operators, capabilities;
+* :mod:`timelypy.communication` -- transports, allocators and configuration;
+* :mod:`timelypy.dataflow` -- scopes, ``Stream[T]``, operators, capabilities;
 * :mod:`timelypy.worker` and :mod:`timelypy.execute` -- running it.
+
+``docs/architecture.md`` says what each layer may import (a test checks it).
 
 >>> import timelypy
 >>> timelypy.example(lambda scope: scope.to_stream(range(3)).map(lambda x: x + 1)
@@ -54,7 +56,7 @@ from timelypy.errors import (
     TimestampError,
     WorkerAborted,
 )
-from timelypy.execute import example, execute, execute_from_args
+from timelypy.execute import example, execute, execute_from_args, initialize_from
 from timelypy.hashing import stable_hash
 from timelypy.order import Product, ProductType
 from timelypy.worker import Worker
@@ -63,6 +65,7 @@ __all__ = [
     "execute",
     "execute_from_args",
     "example",
+    "initialize_from",
     "Config",
     "Worker",
     "Scope",
