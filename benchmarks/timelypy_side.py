@@ -37,7 +37,7 @@ from timelypy.dataflow import Exchange
 
 if TYPE_CHECKING:
     from timelypy import Capability, Scope, Stream, Worker
-    from timelypy.dataflow.operator import OperatorInfo, OperatorInput, OperatorOutput
+    from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
 
 __all__ = [
     "batched_source",
@@ -141,7 +141,6 @@ def count_words(words: Stream) -> Stream:
                 entry[1].update(data)
             if counts:
                 frontier = inp.frontier
-                assert frontier is not None
                 for time in sorted(t for t in counts if not frontier.less_equal(t)):
                     done, counter = counts.pop(time)
                     out.session(done).give_batch(list(counter.items()))

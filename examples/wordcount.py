@@ -50,7 +50,6 @@ def word_count(
             else:
                 queued[1].append(data)
         frontier = input.frontier
-        assert frontier is not None
         for time in sorted(queues):
             if frontier.less_equal(time):
                 continue
