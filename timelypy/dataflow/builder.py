@@ -44,7 +44,7 @@ from timelypy.dataflow.stream import Stream
 from timelypy.errors import PortError
 from timelypy.order import identity_summary
 from timelypy.progress.frontier import Antichain
-from timelypy.progress.operate import FrontierInterest
+from timelypy.progress.operate import ChangeSink, FrontierInterest
 from timelypy.progress.reachability import normalize_connectivity
 
 if TYPE_CHECKING:
@@ -93,17 +93,18 @@ class OperatorBuilder:
         connection: Mapping[int, Any] | None = None,
         interest: FrontierInterest = FrontierInterest.ALWAYS,
         *,
-        frontier_changes: Callable[[Any, int], Any] | None = None,
+        frontier_changes: ChangeSink | None = None,
     ) -> OperatorInput[T]:
         """Add an input reading ``stream`` through ``pact`` (default :class:`Pipeline`).
 
         ``connection`` maps output index to the path summaries from this
         input to it; by default the input reaches every existing output
         without changing the time.  ``interest`` says when a change of the
-        input's frontier schedules the operator.  ``frontier_changes(time,
-        diff)``, if given, is called with every change to the input's
-        frontier as the scope propagates progress, before the operator runs
-        (probes and captures keep their own copy of the frontier this way).
+        input's frontier schedules the operator.  ``frontier_changes``, if
+        given, is a list (or any object with ``append``) that receives every
+        change to the input's frontier as a ``(time, diff)`` pair while the
+        scope propagates progress, before the operator runs (probes and
+        captures keep their own copy of the frontier this way).
         """
         self._check_open()
         if stream.scope is not self.scope:

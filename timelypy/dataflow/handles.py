@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
 from timelypy.dataflow.capability import Capability, InputCapability
 from timelypy.errors import CapabilityError
@@ -298,30 +298,39 @@ class OperatorOutput(Generic[T]):
 
     def session(self, cap: Capability | InputCapability) -> Session[T]:
         """Open a session at ``cap``'s time, checking that ``cap`` allows it."""
-        self._admit(cap)
+        # The checks are inline (not a shared helper): this runs once per batch.
+        kind = type(cap)
+        if kind is InputCapability:
+            if not cap.reaches(self._op, self._index):  # type: ignore[union-attr]
+                self._reject(cap)
+        elif kind is Capability:
+            if not cap.allows(self._op, self._index):  # type: ignore[union-attr]
+                self._reject(cap)
+        else:
+            self._not_a_capability(cap)
         return Session(self, cap)
 
     def give_batch(self, cap: Capability | InputCapability, records: list[T]) -> None:
         """Send ``records`` at ``cap``'s time: ``session(cap).give_batch(records)``, faster."""
-        self._admit(cap)
+        kind = type(cap)
+        if kind is Capability:
+            if not cap.allows(self._op, self._index):  # type: ignore[union-attr]
+                self._reject(cap)
+        elif kind is InputCapability:
+            if not cap.reaches(self._op, self._index):  # type: ignore[union-attr]
+                self._reject(cap)
+        else:
+            self._not_a_capability(cap)
         if records:
             self._send(cap.time, records)
 
-    def _admit(self, cap: Capability | InputCapability) -> None:
+    def _not_a_capability(self, cap: object) -> NoReturn:
         op = self._op
-        kind = type(cap)
-        if kind is Capability:
-            if not cap.allows(op, self._index):  # type: ignore[union-attr]
-                self._reject(cap)
-        elif kind is InputCapability:
-            if not cap.reaches(op, self._index):  # type: ignore[union-attr]
-                self._reject(cap)
-        else:
-            raise CapabilityError(
-                f"operator {op.name!r} (worker {op.worker_index}): session() needs a Capability "
-                f"or an InputCapability, not {cap!r} ({type(cap).__name__}); a bare time "
-                "does not give the right to send"
-            )
+        raise CapabilityError(
+            f"operator {op.name!r} (worker {op.worker_index}): session() needs a Capability "
+            f"or an InputCapability, not {cap!r} ({type(cap).__name__}); a bare time "
+            "does not give the right to send"
+        )
 
     def _reject(self, cap: Capability | InputCapability) -> None:
         op = self._op
@@ -340,12 +349,13 @@ class OperatorOutput(Generic[T]):
             op.changed_outside()
 
     def _switch(self, time: Any) -> None:
-        if self._buffer:
-            self.flush()
-        self._buffer_time = time
         op = self._op
         if not op.running:
-            op.changed_outside()  # its next activation flushes what is buffered
+            op.changed_outside()  # flushes what is buffered; its next activation flushes the rest
+        elif self._buffer:
+            self.flush()
+        self._buffer_time = time
+        op.buffered.append(self)
 
     def flush(self) -> None:
         """Send the records given one at a time and still buffered."""

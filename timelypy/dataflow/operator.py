@@ -30,7 +30,7 @@ from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.handles import Frontier, OperatorInput, OperatorOutput
 from timelypy.order import is_identity_summary
 from timelypy.progress.frontier import MutableAntichain
-from timelypy.progress.operate import FrontierInterest, Operate
+from timelypy.progress.operate import ChangeSink, FrontierInterest, Operate
 from timelypy.progress.reachability import Connectivity
 
 __all__ = ["LeafOperator"]
@@ -65,8 +65,10 @@ class LeafOperator(Operate):
         self.running = False
         #: Per input, the outputs it reaches without changing the time.
         self.identity_paths: list[set[int]] = []
+        #: Outputs that buffer records given one at a time (flushed after each activation).
+        self.buffered: list[OperatorOutput[Any]] = []
         self._inputs: list[OperatorInput[Any]] = []
-        self._outputs: list[OperatorOutput[Any]] = []
+        self._queues: list[deque[tuple[Any, list[Any]]]] = []
         self._frontiers: list[Frontier] = []
 
     # -- construction -------------------------------------------------------
@@ -82,6 +84,7 @@ class LeafOperator(Operate):
         self.connectivity.append({})
         handle: OperatorInput[Any] = OperatorInput(self, index, queue)
         self._inputs.append(handle)
+        self._queues.append(queue)
         if self.frontier_changes is not None:
             self.frontier_changes.append(_IGNORE)
         return handle
@@ -93,14 +96,13 @@ class LeafOperator(Operate):
         self.produceds.append({})
         self.internals.append({})
         handle: OperatorOutput[Any] = OperatorOutput(self, index, push)
-        self._outputs.append(handle)
         return handle
 
-    def watch_frontier(self, input_index: int, sink: Callable[[Any, int], Any]) -> None:
-        """Call ``sink(time, diff)`` for every change to input ``input_index``'s frontier."""
+    def watch_frontier(self, input_index: int, sink: ChangeSink) -> None:
+        """Append every change of input ``input_index``'s frontier to ``sink`` (as time, diff)."""
         if self.frontier_changes is None:
             self.frontier_changes = [_IGNORE] * self.inputs
-        self.frontier_changes[input_index] = _Sink(sink)
+        self.frontier_changes[input_index] = sink
 
     def finish_shape(self, connectivity: Connectivity) -> None:
         """Fix the connectivity; compute which input/output paths keep times unchanged."""
@@ -152,12 +154,15 @@ class LeafOperator(Operate):
             result = logic(self._frontiers)
         finally:
             self.running = False
-            for output in self._outputs:
-                output.flush()
+            buffered = self.buffered
+            if buffered:
+                for output in buffered:
+                    output.flush()
+                buffered.clear()
             self._end_borrow(borrowed)
             self.activation += 1
-        for handle in self._inputs:
-            if not handle.is_empty():
+        for queue in self._queues:
+            if queue:
                 self.activate()
                 break
         if self.reschedule and result:
@@ -175,8 +180,11 @@ class LeafOperator(Operate):
     def changed_outside(self) -> None:
         """Progress changed outside an activation: flush, and get scheduled so it is reported."""
         if not self.running:
-            for output in self._outputs:
-                output.flush()
+            buffered = self.buffered
+            if buffered:
+                for output in buffered:
+                    output.flush()
+                buffered.clear()
             if self.activate is not None:
                 self.activate()
 
@@ -186,18 +194,6 @@ class LeafOperator(Operate):
 
     def __repr__(self) -> str:
         return f"LeafOperator({self.name!r}, index={self.index}, worker={self.worker_index})"
-
-
-class _Sink:
-    """Adapts ``sink(time, diff)`` to the ``append((time, diff))`` the scope calls."""
-
-    __slots__ = ("_sink",)
-
-    def __init__(self, sink: Callable[[Any, int], Any]) -> None:
-        self._sink = sink
-
-    def append(self, change: tuple[Any, int]) -> None:
-        self._sink(change[0], change[1])
 
 
 class _Ignore:

@@ -64,11 +64,7 @@ class ProbeHandle:
         return func(self._frontier.frontier())
 
     def update_frontier(self, time: Any, diff: int) -> None:
-        """Apply one change of a watched stream's frontier.
-
-        Probe operators call this as their scope propagates progress; an
-        operator of your own that feeds a handle calls it the same way.
-        """
+        """Apply one change of a watched stream's frontier (an operator of your own may feed it)."""
         self._frontier.update(time, diff)
 
     def __repr__(self) -> str:
@@ -86,7 +82,7 @@ def probe_with(stream: Stream[T], handle: ProbeHandle) -> Stream[T]:
     # interested child, and only a scope that runs on every change of its own
     # input frontier propagates that change to a probe inside it.
     inp = builder.new_input(
-        stream, interest=FrontierInterest.ALWAYS, frontier_changes=handle.update_frontier
+        stream, interest=FrontierInterest.ALWAYS, frontier_changes=_Feed(handle._frontier)
     )
 
     def constructor(caps: list[Any]) -> Callable[[list[Frontier]], None]:
@@ -99,6 +95,18 @@ def probe_with(stream: Stream[T], handle: ProbeHandle) -> Stream[T]:
 
     builder.build(constructor)
     return stream
+
+
+class _Feed:
+    """Applies the ``(time, diff)`` frontier changes the scope appends to a handle's frontier."""
+
+    __slots__ = ("_frontier",)
+
+    def __init__(self, frontier: MutableAntichain[Any]) -> None:
+        self._frontier = frontier
+
+    def append(self, change: tuple[Any, int]) -> None:
+        self._frontier.update(change[0], change[1])
 
 
 @stream_method

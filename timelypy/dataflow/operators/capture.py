@@ -130,11 +130,7 @@ def capture_into(
     scope = stream.scope
     builder = OperatorBuilder("Capture", scope)
     changes: list[tuple[Any, int]] = []
-
-    def record(time: Any, diff: int) -> None:
-        changes.append((time, diff))
-
-    inp = builder.new_input(stream, interest=FrontierInterest.ALWAYS, frontier_changes=record)
+    inp = builder.new_input(stream, interest=FrontierInterest.ALWAYS, frontier_changes=changes)
     minimum = scope.minimum
 
     def constructor(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
