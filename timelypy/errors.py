@@ -26,6 +26,8 @@ __all__ = [
     "ExchangeKeyError",
     "ClusterError",
     "WorkerAborted",
+    "FlowError",
+    "StateKeyError",
 ]
 
 
@@ -101,3 +103,17 @@ class ClusterError(TimelyError, RuntimeError):
 
 class WorkerAborted(TimelyError, RuntimeError):
     """Raised inside a worker that stops because another worker failed."""
+
+
+class FlowError(TimelyError, ValueError):
+    """A ``timelypy.flow`` dataflow that cannot run as written.
+
+    Examples: two steps with the same step ID, a flow with no output, an
+    input builder whose epochs go backwards or that emits before its first
+    ``AdvanceTo``, a partition that no worker can reach.  The message names
+    the step ID and, when it happened while running, the worker.
+    """
+
+
+class StateKeyError(FlowError, TypeError):
+    """An item into a keyed (stateful) step that is not a ``(str, value)`` 2-tuple."""

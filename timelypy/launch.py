@@ -31,7 +31,6 @@ import dataclasses
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from timelypy.communication.config import Config, parse_arguments
+from timelypy.communication.config import Config, free_ports, parse_arguments
 from timelypy.communication.secret import SECRET_ENV, SECRET_FILE_ENV
 from timelypy.errors import ConfigError
 
@@ -49,20 +48,6 @@ __all__ = ["main", "free_ports", "parse_launch_args", "LaunchOptions", "USAGE"]
 
 #: Seconds the other processes get to stop by themselves after one fails.
 GRACE_SECONDS = 10.0
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """Ask the OS for ``count`` currently free TCP ports on ``host``."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind((host, 0))
-            sockets.append(sock)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def _relay(stream: IO[bytes], prefix: bytes, out: IO[bytes], lock: threading.Lock) -> None:

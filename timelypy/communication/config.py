@@ -30,6 +30,7 @@ options, which end at the script.
 from __future__ import annotations
 
 import dataclasses
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ __all__ = [
     "parse_arguments",
     "parse_hostfile",
     "parse_address",
+    "free_ports",
     "DEFAULT_BASE_PORT",
     "USAGE",
 ]
@@ -286,6 +288,20 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """Ask the OS for ``count`` currently free TCP ports on ``host``."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((host, 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def parse_address(address: str, *, allow_any_port: bool = False) -> tuple[str, int]:

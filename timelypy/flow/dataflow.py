@@ -1,0 +1,294 @@
+"""``Dataflow``: the seeds' flow, built step by step.
+
+A :class:`Dataflow` is a description: a chain of *steps*, each an operator
+(``map``, ``reduce_epoch``, ``capture``, ...) fleshed out with your logic.
+Nothing runs until you pass it to :func:`~timelypy.flow.run` (or
+``run_cluster``, ``cluster_main``, ``python -m timelypy.flow``,
+``timelypy_spark.run_flow``), which builds it on every worker.
+
+Every step has a *step ID*: a dotted path naming it uniquely in the flow
+(glossary, seed 000).  Stateful steps take theirs from you (``reduce``,
+``stateful_map``), because recovery labels their state with it; the others
+are named after their operator (``map``, ``map_1``, ...) unless you give
+``step_id=``.  A step name may not contain ``.``: the runtime names a step's
+parts ``step_id.part``.  A duplicate step ID is an error naming both steps.
+
+Stateful steps take ``(key, value)`` 2-tuples whose key, the *state key*, is
+a ``str``: items with the same key go to the same worker (by a stable hash,
+the same in every process) and modify the same state.
+
+>>> flow = Dataflow()
+>>> flow.map(str.lower)
+>>> flow.stateful_map("running_count", lambda key: 0, lambda count, _: (count + 1, count + 1))
+>>> flow.capture()
+>>> [step.step_id for step in flow.steps]
+['map', 'running_count', 'capture']
+>>> flow.reduce("running_count", lambda a, b: a + b, lambda acc: acc > 3)
+Traceback (most recent call last):
+...
+timelypy.errors.FlowError: step ID 'running_count' is used twice: by step 1 (stateful_map) ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from timelypy.errors import FlowError
+from timelypy.flow.inputs import InputConfig
+from timelypy.flow.outputs import OutputConfig
+
+__all__ = ["Dataflow", "Step", "STATEFUL", "KEYED"]
+
+#: Operators whose steps keep state between items (their step ID labels recovery data).
+STATEFUL = frozenset({"reduce", "reduce_epoch", "reduce_epoch_local", "stateful_map"})
+#: Operators whose items must be ``(str, value)`` and are routed by state key.
+KEYED = frozenset({"reduce", "reduce_epoch", "reduce_epoch_local", "stateful_map"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One step of a flow: an operator, its step ID, and the user's logic.
+
+    ``logic`` holds the user's functions in the operator's order (for
+    ``reduce``: ``(reducer, is_complete)``); ``config`` is the input or
+    output config of ``input`` and ``capture`` steps.
+    """
+
+    operator: str
+    step_id: str
+    logic: tuple[Callable[..., Any], ...] = ()
+    config: InputConfig | OutputConfig | None = None
+
+    def __repr__(self) -> str:
+        return f"Step({self.operator}, {self.step_id!r})"
+
+
+def _check_name(step_id: object, operator: str) -> str:
+    if not isinstance(step_id, str) or not step_id:
+        raise FlowError(
+            f"the step ID of a {operator} step must be a non-empty str, got {step_id!r}"
+        )
+    if "." in step_id:
+        raise FlowError(
+            f"step name {step_id!r} ({operator}) contains '.': a period separates the parts of "
+            "a step ID; use another character, such as '_'"
+        )
+    return step_id
+
+
+def _check_callable(func: object, what: str, operator: str, step_id: str) -> None:
+    if not callable(func):
+        raise FlowError(f"step {step_id!r} ({operator}) needs a callable {what}, got {func!r}")
+
+
+class Dataflow:
+    """A flow of steps; each method adds one step at the end.
+
+    The methods mirror the seeds' ``Dataflow`` API; each returns ``None``.
+    """
+
+    def __init__(self) -> None:
+        self._steps: list[Step] = []
+        self._ids: dict[str, int] = {}
+
+    @property
+    def steps(self) -> list[Step]:
+        """The steps in order (a copy)."""
+        return list(self._steps)
+
+    @property
+    def input_config(self) -> InputConfig | None:
+        """The input given with :meth:`input`, or ``None``."""
+        if self._steps and self._steps[0].operator == "input":
+            config = self._steps[0].config
+            assert isinstance(config, InputConfig)
+            return config
+        return None
+
+    def _add(
+        self,
+        operator: str,
+        step_id: str | None,
+        logic: Iterable[Any] = (),
+        names: Iterable[str] = (),
+        config: InputConfig | OutputConfig | None = None,
+    ) -> None:
+        if step_id is None:
+            step_id = operator
+            n = 1
+            while step_id in self._ids:
+                step_id = f"{operator}_{n}"
+                n += 1
+        _check_name(step_id, operator)
+        logic = tuple(logic)
+        for func, what in zip(logic, names, strict=True):
+            _check_callable(func, what, operator, step_id)
+        earlier = self._ids.get(step_id)
+        index = len(self._steps)
+        if earlier is not None:
+            raise FlowError(
+                f"step ID {step_id!r} is used twice: by step {earlier} "
+                f"({self._steps[earlier].operator}) and by step {index} ({operator}); "
+                "give each step its own name"
+            )
+        self._ids[step_id] = index
+        self._steps.append(Step(operator, step_id, logic, config))
+
+    def input(self, step_id: str, input_config: InputConfig) -> None:
+        """Read items from ``input_config``; must be the first step.
+
+        A flow with an input can be run without one (``run(flow)``, the
+        ``python -m timelypy.flow`` CLI); otherwise the runner supplies it.
+        """
+        if self._steps:
+            raise FlowError(
+                f"input step {step_id!r} must be the first step of the flow "
+                f"(it has {len(self._steps)} already)"
+            )
+        if not isinstance(input_config, InputConfig):
+            raise FlowError(
+                f"input step {step_id!r} needs an input config (ManualInputConfig, a "
+                f"PartitionedInputConfig), got {input_config!r}"
+            )
+        self._add("input", step_id, config=input_config)
+
+    def map(self, mapper: Callable[[Any], Any], step_id: str | None = None) -> None:
+        """Replace each item with ``mapper(item)``.
+
+        >>> from timelypy.flow import run
+        >>> flow = Dataflow(); flow.map(lambda x: x * 10); flow.capture()
+        >>> sorted(run(flow, [(0, 1), (1, 2)]))
+        [(0, 10), (1, 20)]
+        """
+        self._add("map", step_id, [mapper], ["mapper"])
+
+    def flat_map(self, mapper: Callable[[Any], Iterable[Any]], step_id: str | None = None) -> None:
+        """Replace each item with every item of the iterable ``mapper(item)``.
+
+        >>> from timelypy.flow import run
+        >>> flow = Dataflow(); flow.flat_map(str.split); flow.capture()
+        >>> sorted(run(flow, [(0, "a b")]))
+        [(0, 'a'), (0, 'b')]
+        """
+        self._add("flat_map", step_id, [mapper], ["mapper"])
+
+    def filter(self, predicate: Callable[[Any], bool], step_id: str | None = None) -> None:
+        """Keep the items for which ``predicate(item)`` is true.
+
+        >>> from timelypy.flow import run
+        >>> flow = Dataflow(); flow.filter(lambda x: x % 2 == 0); flow.capture()
+        >>> sorted(run(flow, [(0, 1), (0, 2)]))
+        [(0, 2)]
+        """
+        self._add("filter", step_id, [predicate], ["predicate"])
+
+    def filter_map(self, mapper: Callable[[Any], Any], step_id: str | None = None) -> None:
+        """Replace each item with ``mapper(item)``, dropping results that are ``None``.
+
+        >>> from timelypy.flow import run
+        >>> flow = Dataflow(); flow.filter_map(lambda s: int(s) if s.isdigit() else None)
+        >>> flow.capture()
+        >>> sorted(run(flow, [(0, "4"), (0, "x")]))
+        [(0, 4)]
+        """
+        self._add("filter_map", step_id, [mapper], ["mapper"])
+
+    def inspect(self, inspector: Callable[[Any], Any], step_id: str | None = None) -> None:
+        """Call ``inspector(item)`` on each item; the items pass on unchanged."""
+        self._add("inspect", step_id, [inspector], ["inspector"])
+
+    def inspect_epoch(
+        self, inspector: Callable[[int, Any], Any], step_id: str | None = None
+    ) -> None:
+        """Call ``inspector(epoch, item)`` on each item; the items pass on unchanged."""
+        self._add("inspect_epoch", step_id, [inspector], ["inspector"])
+
+    def reduce(
+        self,
+        step_id: str,
+        reducer: Callable[[Any, Any], Any],
+        is_complete: Callable[[Any], bool],
+    ) -> None:
+        """Per state key, fold values across epochs; emit ``(key, acc)`` once complete.
+
+        Items are ``(key, value)``; the first value of a key is its
+        accumulator, each later one is folded in with ``reducer(acc,
+        value)``, in epoch order.  After each value, if
+        ``is_complete(acc)``, the step emits ``(key, acc)`` in that value's
+        epoch and forgets the key.
+
+        >>> from timelypy.flow import run
+        >>> flow = Dataflow()
+        >>> flow.reduce("sessions", lambda acc, x: acc + x, lambda acc: acc[-1] == "end")
+        >>> flow.capture()
+        >>> list(run(flow, [(0, ("a", ["x"])), (1, ("a", ["end"]))]))
+        [(1, ('a', ['x', 'end']))]
+        """
+        self._add("reduce", step_id, [reducer, is_complete], ["reducer", "is_complete"])
+
+    def reduce_epoch(self, reducer: Callable[[Any, Any], Any], step_id: str | None = None) -> None:
+        """Per state key and epoch, fold the values; emit ``(key, acc)`` when the epoch closes.
+
+        State does not carry into the next epoch.  Within an epoch values
+        arrive in no particular order, and each worker folds its own values
+        before they are sent to the key's worker (as Spark's
+        ``reduceByKey`` does), so ``reducer`` must be associative and
+        commutative (``add``, ``max``, set union...).
+
+        >>> from operator import add
+        >>> from timelypy.flow import run
+        >>> flow = Dataflow(); flow.reduce_epoch(add); flow.capture()
+        >>> sorted(run(flow, [(0, ("a", 1)), (0, ("a", 2)), (1, ("a", 5))]))
+        [(0, ('a', 3)), (1, ('a', 5))]
+        """
+        self._add("reduce_epoch", step_id, [reducer], ["reducer"])
+
+    def reduce_epoch_local(
+        self, reducer: Callable[[Any, Any], Any], step_id: str | None = None
+    ) -> None:
+        """Like :meth:`reduce_epoch`, but each worker folds only its own items (no exchange).
+
+        A key may then be emitted once per worker that saw it.
+        """
+        self._add("reduce_epoch_local", step_id, [reducer], ["reducer"])
+
+    def stateful_map(
+        self,
+        step_id: str,
+        builder: Callable[[str], Any],
+        mapper: Callable[[Any, Any], tuple[Any, Any]],
+    ) -> None:
+        """Per state key, keep a state; emit ``(key, output)`` for each value.
+
+        A key's state starts as ``builder(key)``; for each value, in epoch
+        order, ``mapper(state, value)`` returns ``(new_state, output)``; a new
+        state of ``None`` forgets the key.
+
+        >>> from timelypy.flow import run
+        >>> flow = Dataflow()
+        >>> flow.stateful_map("total", lambda key: 0, lambda s, x: (s + x, s + x))
+        >>> flow.capture()
+        >>> sorted(run(flow, [(0, ("a", 1)), (1, ("a", 2)), (2, ("a", 3))]))
+        [(0, ('a', 1)), (1, ('a', 3)), (2, ('a', 6))]
+        """
+        self._add("stateful_map", step_id, [builder, mapper], ["builder", "mapper"])
+
+    def capture(
+        self, output_config: OutputConfig | None = None, step_id: str | None = None
+    ) -> None:
+        """Output every item that reaches this step, with its epoch; items also pass on.
+
+        Without ``output_config`` the items are what ``run`` and
+        ``run_cluster`` return; with one they go to that output.
+        """
+        if output_config is not None and not isinstance(output_config, OutputConfig):
+            raise FlowError(
+                "capture needs an output config (ManualOutputConfig, StdOutputConfig, a "
+                f"PartitionedOutputConfig) or None, got {output_config!r}"
+            )
+        self._add("capture", step_id, config=output_config)
+
+    def __repr__(self) -> str:
+        return "Dataflow(" + " -> ".join(step.step_id for step in self._steps) + ")"

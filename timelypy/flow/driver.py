@@ -1,0 +1,574 @@
+"""Running a flow on one worker: build its steps, feed its input, write its outputs.
+
+:func:`flow_program` turns a :class:`~timelypy.flow.Dataflow` into a
+program ``program(worker)`` for :func:`timelypy.execute` (or
+:func:`timelypy.initialize_from`): the same program runs on every worker,
+whether they are threads, processes or Spark tasks.  On each worker it
+
+1. agrees on the primaries of partitioned inputs and outputs
+   (:mod:`timelypy.flow.primaries`);
+2. builds the flow's steps as runtime operators (:mod:`timelypy.flow.steps`),
+   with an input operator that holds one capability per partition it reads,
+   at that partition's current epoch;
+3. pulls from its readers a bounded batch at a time, sends each batch at
+   its epoch, downgrades a partition's capability when it advances
+   (``AdvanceTo``) and drops it when the reader ends, and steps the worker
+   in between, so input, computation and output interleave;
+4. holds back (steps without reading) while more than
+   :data:`MAX_OPEN_EPOCHS` of the epochs it advanced past (sampled once per
+   step) are not yet complete at its outputs, so a fast input cannot run
+   ahead of the computation without bound.
+
+When the program returns, :func:`timelypy.execute.run_worker` steps the
+worker until every epoch is complete.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from typing import Any
+
+from timelypy.dataflow.builder import OperatorBuilder
+from timelypy.dataflow.capability import Capability
+from timelypy.dataflow.channels import Exchange, Pact, Pipeline
+from timelypy.dataflow.handles import Frontier, OperatorOutput
+from timelypy.dataflow.probe import ProbeHandle
+from timelypy.dataflow.scope import Scope
+from timelypy.dataflow.stream import Stream
+from timelypy.errors import FlowError
+from timelypy.flow.dataflow import KEYED, Dataflow, Step
+from timelypy.flow.inputs import (
+    AdvanceTo,
+    Emit,
+    InputConfig,
+    ManualInputConfig,
+    PartitionedInputConfig,
+)
+from timelypy.flow.outputs import (
+    ManualOutputConfig,
+    PartitionedOutputConfig,
+    StdOutputConfig,
+    TestingOutputConfig,
+    print_batch,
+)
+from timelypy.flow.primaries import agree_primaries
+from timelypy.flow.state import StepState
+from timelypy.flow.steps import (
+    BatchFn,
+    batch_function,
+    combine_epoch,
+    keyed_check,
+    keyed_step,
+    output_sink,
+    route_by_key,
+    stateless_chain,
+)
+from timelypy.worker import Worker
+
+__all__ = [
+    "flow_program",
+    "PairsInput",
+    "Collect",
+    "FlowCancelled",
+    "FlowWorker",
+    "PULL_LIMIT",
+    "MAX_OPEN_EPOCHS",
+]
+
+#: How many input values a reader yields per worker step.
+PULL_LIMIT = 1024
+#: How many advanced-past epochs may be incomplete before a worker stops reading.
+MAX_OPEN_EPOCHS = 64
+
+#: Receives ``(epoch, items)`` of the captures that have no output config.
+Collect = Callable[[int, list[Any]], None]
+
+
+class FlowCancelled(Exception):
+    """Raised inside a worker whose caller stopped listening (``run``'s iterator was closed)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PairsInput:
+    """An iterable of ``(epoch, item)`` pairs read by worker 0 (what ``run(flow, inp)`` takes)."""
+
+    pairs: Iterable[Any]
+
+
+def _bad_epoch(epoch: object) -> bool:
+    return type(epoch) is not int or epoch < 0
+
+
+class _Reader:
+    """One partition being read on this worker, with its capability at its current epoch."""
+
+    __slots__ = (
+        "cap",
+        "done",
+        "epoch",
+        "name",
+        "pairs",
+        "resume",
+        "source",
+        "step_id",
+        "worker_index",
+    )
+
+    def __init__(
+        self, name: str, step_id: str, worker_index: int, source: Iterable[Any], pairs: bool
+    ) -> None:
+        self.name = name
+        self.step_id = step_id
+        self.worker_index = worker_index
+        try:
+            self.source: Iterator[Any] = iter(source)
+        except TypeError:
+            raise FlowError(
+                f"input step {step_id!r} on worker {worker_index}: {name} must be iterable "
+                f"(a generator yielding AdvanceTo and Emit), got {source!r}"
+            ) from None
+        self.pairs = pairs
+        self.cap: Capability | None = None
+        self.epoch: int | None = None
+        self.resume = 0
+        self.done = False
+
+    def _where(self) -> str:
+        return f"input step {self.step_id!r} ({self.name}) on worker {self.worker_index}"
+
+    def _advance(self, epoch: Any) -> None:
+        current = self.epoch
+        if _bad_epoch(epoch):
+            raise FlowError(f"{self._where()}: epochs are ints >= 0, got AdvanceTo({epoch!r})")
+        assert current is not None and self.cap is not None
+        if epoch < current:
+            raise FlowError(
+                f"{self._where()}: the epoch went backwards, from {current} to {epoch}; an "
+                "input's epoch only moves forward (AdvanceTo promises no more items before it)"
+            )
+        self.cap.downgrade(epoch)
+        self.epoch = epoch
+
+    def start(self, cap: Capability) -> None:
+        """Take ``cap`` (at the resume epoch)."""
+        self.cap = cap
+        self.epoch = cap.time
+        self.resume = cap.time
+
+    def pull(self, output: OperatorOutput[Any], limit: int, started: bool) -> None:
+        """Send up to ``limit`` values' worth of items; mark :attr:`done` at the end."""
+        if self.pairs:
+            self._pull_pairs(output, limit)
+        else:
+            self._pull_events(output, limit, started)
+
+    def _pull_pairs(self, output: OperatorOutput[Any], limit: int) -> None:
+        cap = self.cap
+        assert cap is not None
+        epoch = self.epoch
+        batch: list[Any] = []
+        count = 0
+        resume = self.resume
+        for pair in islice(self.source, limit):
+            count += 1
+            try:
+                at, item = pair
+            except (TypeError, ValueError):
+                raise FlowError(
+                    f"{self._where()}: the input must yield (epoch, item) pairs, got {pair!r}; "
+                    "wrap an iterable of items in single_batch, tumbling_epoch or fully_ordered"
+                ) from None
+            if at != epoch:
+                if batch:
+                    output.give_batch(cap, batch)
+                    batch = []
+                if _bad_epoch(at):
+                    raise FlowError(f"{self._where()}: epochs are ints >= 0, got {at!r}")
+                if at < resume:
+                    continue
+                self._advance(at)
+                epoch = at
+            batch.append(item)
+        if batch:
+            output.give_batch(cap, batch)
+        if count < limit:
+            self.done = True
+
+    def _pull_events(self, output: OperatorOutput[Any], limit: int, started: bool) -> None:
+        cap = self.cap
+        assert cap is not None
+        batch: list[Any] = []
+        count = 0
+        source = self.source
+        if not started:
+            first = next(source, None)
+            if first is None:
+                self.done = True
+                return
+            if type(first) is not AdvanceTo:
+                raise FlowError(
+                    f"{self._where()}: the input builder yielded {first!r} before any "
+                    "AdvanceTo; yield AdvanceTo(epoch) first to say which epoch items belong to"
+                )
+            if not _bad_epoch(first.epoch) and first.epoch < self.resume:
+                raise FlowError(
+                    f"{self._where()}: AdvanceTo({first.epoch}) is before the resume epoch "
+                    f"{self.resume}; skip the items of epochs before resume_epoch"
+                )
+            self._advance(first.epoch)
+        epoch = self.epoch
+        for event in islice(source, limit):
+            count += 1
+            kind = type(event)
+            if kind is Emit:
+                batch.append(event.item)
+            elif kind is AdvanceTo:
+                if event.epoch != epoch:
+                    if batch:
+                        output.give_batch(cap, batch)
+                        batch = []
+                    self._advance(event.epoch)
+                    epoch = event.epoch
+            else:
+                raise FlowError(
+                    f"{self._where()}: an input builder yields AdvanceTo(epoch) and Emit(item), "
+                    f"got {event!r}"
+                )
+        if batch:
+            output.give_batch(cap, batch)
+        if count < limit:
+            self.done = True
+
+
+class FlowWorker:
+    """A flow built on one worker, with its readers; :meth:`feed` runs it.
+
+    ``collect`` receives the items of captures without an output config;
+    ``collect_on`` is the worker they are gathered on (``None``: each
+    worker collects its own).
+    """
+
+    def __init__(
+        self,
+        worker: Worker,
+        flow: Dataflow,
+        input_config: InputConfig | PairsInput,
+        collect: Collect | None,
+        *,
+        collect_on: int | None = 0,
+        resume_epoch: int = 0,
+        cancelled: threading.Event | None = None,
+    ) -> None:
+        self.worker = worker
+        self.flow = flow
+        self.input_config = input_config
+        self.collect = collect
+        self.collect_on = collect_on
+        self.resume_epoch = resume_epoch
+        self.cancelled = cancelled
+        self.probe = ProbeHandle()
+        #: Every stateful step's state on this worker, by step ID.
+        self.states: dict[str, StepState] = {}
+        self.readers: list[_Reader] = []
+        self._output: OperatorOutput[Any] | None = None
+        steps = flow.steps
+        self.input_step_id = steps[0].step_id if steps and steps[0].operator == "input" else "input"
+        if not any(step.operator == "capture" for step in steps):
+            raise FlowError(
+                "the flow has no output: add a capture() step (with an output config, or "
+                "without one for run and run_cluster to return its items)"
+            )
+        self._open_readers()
+
+    # -- inputs -------------------------------------------------------------
+
+    def _open_readers(self) -> None:
+        worker, config = self.worker, self.input_config
+        index, peers = worker.index, worker.peers
+        step_id = self.input_step_id
+        if isinstance(config, PairsInput):
+            if index == 0:
+                self.readers.append(
+                    _Reader("the (epoch, item) input", step_id, index, config.pairs, True)
+                )
+        elif isinstance(config, ManualInputConfig):
+            source = config.input_builder(index, peers, self.resume_epoch)
+            if source is not None:
+                self.readers.append(_Reader("the input builder", step_id, index, source, False))
+        elif isinstance(config, PartitionedInputConfig):
+            reachable = _list_parts(config.list_parts, index, peers, step_id)
+            required = config.all_parts()
+            assignment = agree_primaries(
+                worker,
+                reachable,
+                None if required is None else list(required),
+                f"input step {step_id!r}",
+            )
+            for part in sorted(part for part, primary in assignment.items() if primary == index):
+                reader = config.build_part(part, self.resume_epoch)
+                self.readers.append(_Reader(f"partition {part!r}", step_id, index, reader, False))
+        else:
+            raise FlowError(
+                f"input step {step_id!r}: unknown input {config!r}; use ManualInputConfig, a "
+                "PartitionedInputConfig, or an iterable of (epoch, item) pairs"
+            )
+
+    def _source(self, scope: Scope) -> Stream[Any]:
+        builder = OperatorBuilder(self.input_step_id, scope)
+        output: OperatorOutput[Any]
+        output, stream = builder.new_output()
+        held: list[Capability] = []
+
+        def constructor(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
+            held.append(caps[0].retain())
+            return _no_logic
+
+        builder.build(constructor)
+        root = held[0]
+        resume = self.resume_epoch
+        for reader in self.readers:
+            reader.start(root.delayed(resume))
+        root.drop()
+        self._output = output
+        return stream
+
+    # -- steps --------------------------------------------------------------
+
+    def _state(self, step: Step) -> StepState:
+        state = StepState(step.step_id, self.worker.index)
+        self.states[step.step_id] = state
+        return state
+
+    def build(self, scope: Scope) -> None:
+        """Add the flow's operators to ``scope``."""
+        stream = self._source(scope)
+        chain: list[tuple[Step, BatchFn]] = []
+        steps = [step for step in self.flow.steps if step.operator != "input"]
+
+        def flush(name: str) -> Stream[Any]:
+            nonlocal chain
+            if chain:
+                result = stateless_chain(stream, name, chain)
+                chain = []
+                return result
+            return stream
+
+        for step in steps:
+            op = step.operator
+            if op in KEYED:
+                chain.append((step, keyed_check(step)))
+                stream = flush(f"{step.step_id}.check")
+                if op == "reduce_epoch":
+                    local = combine_epoch(stream, f"{step.step_id}.local", step, Pipeline(), None)
+                    stream = combine_epoch(
+                        local, step.step_id, step, Exchange(route_by_key), self._state(step)
+                    )
+                elif op == "reduce_epoch_local":
+                    stream = combine_epoch(
+                        stream, step.step_id, step, Pipeline(), self._state(step)
+                    )
+                else:
+                    stream = keyed_step(stream, step, self._state(step))
+            elif op == "capture":
+                stream = flush(step.step_id)
+                done = self._capture(stream, step)
+                done.probe_with(self.probe)
+            else:
+                chain.append((step, batch_function(step)))
+        flush("tail")
+
+    def _capture(self, stream: Stream[Any], step: Step) -> Stream[Any]:
+        config = step.config
+        worker = self.worker
+        name = f"{step.step_id}.write"
+        if config is None:
+            if self.collect is None:
+                raise FlowError(
+                    f"capture step {step.step_id!r} has no output config, and this way of running "
+                    "returns nothing to a caller: give it one (StdOutputConfig(), "
+                    "ManualOutputConfig(...))"
+                )
+            collect_on = self.collect_on
+            pact: Pact = Pipeline() if collect_on is None else Exchange(lambda item: collect_on)
+            collect = self.collect
+            if collect_on is not None and worker.index != collect_on:
+                return output_sink(stream, name, pact, _unexpected(step.step_id))
+            return output_sink(stream, name, pact, collect)
+        if isinstance(config, ManualOutputConfig):
+            writer = config.output_builder(worker.index, worker.peers)
+            if not callable(writer):
+                raise FlowError(
+                    f"capture step {step.step_id!r} on worker {worker.index}: the output_builder "
+                    f"must return a callable of (epoch, item), got {writer!r}"
+                )
+            return output_sink(stream, name, Pipeline(), _per_item(writer, step.step_id))
+        if isinstance(config, StdOutputConfig):
+            return output_sink(stream, name, Pipeline(), print_batch)
+        if isinstance(config, TestingOutputConfig):
+            sink = config.sink
+            return output_sink(
+                stream,
+                name,
+                Pipeline(),
+                lambda epoch, items: sink.extend([(epoch, item) for item in items]),
+            )
+        if isinstance(config, PartitionedOutputConfig):
+            return self._partitioned_output(stream, step, config, name)
+        raise FlowError(f"capture step {step.step_id!r}: unknown output config {config!r}")
+
+    def _partitioned_output(
+        self, stream: Stream[Any], step: Step, config: PartitionedOutputConfig, name: str
+    ) -> Stream[Any]:
+        worker = self.worker
+        step_id = step.step_id
+        reachable = _list_parts(config.list_parts, worker.index, worker.peers, step_id)
+        required = config.all_parts()
+        assignment = agree_primaries(
+            worker,
+            reachable,
+            None if required is None else list(required),
+            f"output step {step_id!r}",
+        )
+        parts = sorted(assignment)
+        part_for = config.part_for
+        writers = {
+            part: config.build_part(part) for part in parts if assignment[part] == worker.index
+        }
+
+        def part_of(item: Any) -> str:
+            if type(item) is not tuple or len(item) != 2:
+                raise FlowError(
+                    f"output step {step_id!r} (partitioned) takes (key, value) items, got {item!r}"
+                )
+            part = part_for(item[0], parts)
+            if part not in assignment:
+                raise FlowError(
+                    f"output step {step_id!r}: part_for({item[0]!r}) chose partition {part!r}, "
+                    f"which no worker listed (partitions: {parts})"
+                )
+            return part
+
+        def route(item: Any) -> int:
+            return assignment[part_of(item)]
+
+        def write(epoch: int, items: list[Any]) -> None:
+            for item in items:
+                writers[part_of(item)](epoch, item)
+
+        return output_sink(stream, name, Exchange(route), write)
+
+    # -- running ------------------------------------------------------------
+
+    def feed(self) -> None:
+        """Read every reader to its end, stepping the worker in between."""
+        worker, probe = self.worker, self.probe
+        output = self._output
+        assert output is not None
+        readers = self.readers
+        started = [False] * len(readers)
+        open_epochs: deque[int] = deque()
+        last_low = self.resume_epoch
+        cancelled = self.cancelled
+        while readers:
+            if cancelled is not None and cancelled.is_set():
+                raise FlowCancelled("the caller stopped reading the flow's output")
+            for i, reader in enumerate(readers):
+                reader.pull(output, PULL_LIMIT, started[i])
+                started[i] = True
+            finished = [reader for reader in readers if reader.done]
+            if finished:
+                for reader in finished:
+                    assert reader.cap is not None
+                    reader.cap.drop()
+                started = [s for s, r in zip(started, readers, strict=True) if not r.done]
+                readers = [reader for reader in readers if not reader.done]
+                output.flush()
+            worker.step()
+            if readers:
+                low = min(reader.epoch for reader in readers if reader.epoch is not None)
+                if low > last_low:
+                    open_epochs.append(last_low)
+                    last_low = low
+                while open_epochs and not probe.less_equal(open_epochs[0]):
+                    open_epochs.popleft()
+                while len(open_epochs) > MAX_OPEN_EPOCHS:
+                    if cancelled is not None and cancelled.is_set():
+                        raise FlowCancelled("the caller stopped reading the flow's output")
+                    worker.step_or_park(0.05)
+                    while open_epochs and not probe.less_equal(open_epochs[0]):
+                        open_epochs.popleft()
+        self.readers = readers
+
+
+def _list_parts(
+    list_parts: Callable[[int, int], Iterable[str]], index: int, peers: int, step_id: str
+) -> list[str]:
+    parts = list(list_parts(index, peers))
+    for part in parts:
+        if not isinstance(part, str):
+            raise FlowError(
+                f"step {step_id!r} on worker {index}: list_parts must give partition names "
+                f"(str), got {part!r}"
+            )
+    return parts
+
+
+def _per_item(writer: Callable[[int, Any], Any], step_id: str) -> Callable[[int, list[Any]], None]:
+    def write(epoch: int, items: list[Any]) -> None:
+        item: Any = None
+        try:
+            for item in items:
+                writer(epoch, item)
+        except Exception as exc:
+            exc.add_note(
+                f"in step {step_id!r} (capture): the output raised writing {item!r} "
+                f"at epoch {epoch}"
+            )
+            raise
+
+    return write
+
+
+def _unexpected(step_id: str) -> Callable[[int, list[Any]], None]:
+    def write(epoch: int, items: list[Any]) -> None:
+        raise AssertionError(f"capture {step_id!r}: items reached a worker that does not collect")
+
+    return write
+
+
+def _no_logic(frontiers: list[Frontier]) -> None:
+    return None
+
+
+def flow_program(
+    flow: Dataflow,
+    input_config: InputConfig | PairsInput,
+    collect: Collect | None = None,
+    *,
+    collect_on: int | None = 0,
+    resume_epoch: int = 0,
+    cancelled: threading.Event | None = None,
+    on_built: Callable[[FlowWorker], Any] | None = None,
+) -> Callable[[Worker], None]:
+    """The program that runs ``flow`` on each worker (for :func:`timelypy.execute`)."""
+
+    def program(worker: Worker) -> None:
+        runner = FlowWorker(
+            worker,
+            flow,
+            input_config,
+            collect,
+            collect_on=collect_on,
+            resume_epoch=resume_epoch,
+            cancelled=cancelled,
+        )
+        worker.dataflow(runner.build)
+        if on_built is not None:
+            on_built(runner)
+        runner.feed()
+
+    return program

@@ -1,0 +1,315 @@
+"""Running a flow: ``run``, ``run_cluster``, ``cluster_main``.
+
+* :func:`run` -- one worker; yields ``(epoch, item)`` for every captured
+  item as its batch is captured, so an unending input streams results.
+* :func:`run_cluster` -- ``proc_count`` processes of
+  ``worker_count_per_proc`` worker threads on this machine, talking over
+  ZeroMQ on 127.0.0.1 with a fresh shared secret; this process is process
+  0 (its worker 0 reads ``inp`` and gathers the captured items), the
+  others are started for the run and stopped after it.  Returns the
+  captured ``(epoch, item)`` pairs.
+* :func:`cluster_main` -- one process of a cluster you start yourself (on
+  several machines: ``addresses`` lists every process's ``host:port``, the
+  same list in each); captures must have output configs.
+
+All three run the same program on every worker
+(:func:`timelypy.flow.driver.flow_program`) through :func:`timelypy.execute`.
+A user function that raises on any worker stops every worker and is
+re-raised here, with notes naming the step and the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import queue
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import cloudpickle
+
+from timelypy.communication.cluster import ClusterTransport
+from timelypy.communication.config import Config, free_ports
+from timelypy.communication.network import ClusterNetwork
+from timelypy.communication.transport import ProcessTransport, Transport
+from timelypy.errors import ClusterError, ConfigError, FlowError
+from timelypy.execute import execute, initialize_from
+from timelypy.flow.dataflow import Dataflow
+from timelypy.flow.driver import FlowCancelled, PairsInput, flow_program
+from timelypy.flow.inputs import InputConfig
+
+__all__ = ["run", "run_cluster", "cluster_main", "spawn_cluster"]
+
+log = logging.getLogger("timelypy.flow")
+
+#: Batches of captured items waiting for the caller of ``run`` before workers wait.
+QUEUE_BATCHES = 64
+#: Seconds the helper processes of ``run_cluster`` get to exit after the run.
+CHILD_EXIT_SECONDS = 10.0
+
+_DONE = object()
+
+
+def _input(flow: Dataflow, inp: Any) -> InputConfig | PairsInput:
+    """The input to run ``flow`` with: ``inp`` (an input config or pairs) or the flow's own."""
+    own = flow.input_config
+    if not isinstance(flow, Dataflow):
+        raise FlowError(f"expected a timelypy.flow.Dataflow, got {flow!r}")
+    if inp is None:
+        if own is None:
+            raise FlowError(
+                "the flow has no input: pass one (an iterable of (epoch, item), or an input "
+                "config) or start the flow with flow.input(step_id, input_config)"
+            )
+        return own
+    if own is not None:
+        raise FlowError(
+            "the flow already has an input step; run it without another input (run(flow))"
+        )
+    if isinstance(inp, InputConfig):
+        return inp
+    if isinstance(inp, (str, bytes)) or not isinstance(inp, Iterable):
+        raise FlowError(
+            f"the input must be an iterable of (epoch, item) pairs or an input config, got {inp!r}"
+        )
+    return PairsInput(inp)
+
+
+def _positive(value: object, name: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def _stream(
+    flow: Dataflow,
+    inp: Any,
+    proc_count: int,
+    worker_count_per_proc: int,
+) -> Iterator[tuple[int, Any]]:
+    """Run the flow in a background thread (and helper processes); yield what it captures."""
+    source = _input(flow, inp)
+    _positive(proc_count, "proc_count")
+    _positive(worker_count_per_proc, "worker_count_per_proc")
+    captured: queue.Queue[Any] = queue.Queue(QUEUE_BATCHES)
+    cancelled = threading.Event()
+
+    def collect(epoch: int, items: list[Any]) -> None:
+        while True:
+            try:
+                captured.put((epoch, items), timeout=0.1)
+                return
+            except queue.Full:
+                if cancelled.is_set():
+                    raise FlowCancelled("the caller stopped reading the flow's output") from None
+
+    program = flow_program(flow, source, collect, collect_on=0, cancelled=cancelled)
+    children: list[subprocess.Popen[bytes]] = []
+    watching = threading.Event()
+    transport: Transport
+    if proc_count == 1:
+        config = Config.process(worker_count_per_proc)
+        transport = ProcessTransport(worker_count_per_proc)
+    else:
+        config, secret, children = spawn_cluster(flow, source, proc_count, worker_count_per_proc)
+        network = ClusterNetwork(config, secret)
+        transport = ClusterTransport(network)
+        threading.Thread(
+            target=_watch_children, args=(children, network, watching), daemon=True
+        ).start()
+
+    def body() -> None:
+        try:
+            initialize_from(transport, config, program)
+            captured.put(_DONE)
+        except BaseException as exc:  # handed to the caller's thread
+            captured.put(exc)
+
+    thread = threading.Thread(target=body, name="timelypy-flow", daemon=True)
+    thread.start()
+    try:
+        while True:
+            try:
+                message = captured.get(timeout=0.25)
+            except queue.Empty:
+                continue
+            if message is _DONE:
+                break
+            if isinstance(message, BaseException):
+                if isinstance(message, FlowCancelled):
+                    break
+                raise message
+            epoch, items = message
+            for item in items:
+                yield epoch, item
+    finally:
+        cancelled.set()
+        thread.join(5.0)
+        watching.set()
+        _reap(children)
+
+
+def run(flow: Dataflow, inp: Any = None) -> Iterator[tuple[int, Any]]:
+    """Run ``flow`` on one worker; yield ``(epoch, item)`` for each captured item.
+
+    ``inp`` is an iterable of ``(epoch, item)`` pairs (seed 004; see the
+    helpers in :mod:`timelypy.flow.inputs`), or an input config; leave it
+    out if the flow starts with an ``input`` step.  Items come out as they
+    are captured, in no particular order within an epoch.
+
+    >>> from operator import add
+    >>> from timelypy.flow import Dataflow, run
+    >>> flow = Dataflow()
+    >>> flow.flat_map(str.split)
+    >>> flow.map(lambda word: (word, 1))
+    >>> flow.reduce_epoch(add)
+    >>> flow.capture()
+    >>> for epoch, item in sorted(run(flow, [(0, "to be or not to be"), (1, "to do")])):
+    ...     print(epoch, item)
+    0 ('be', 2)
+    0 ('not', 1)
+    0 ('or', 1)
+    0 ('to', 2)
+    1 ('do', 1)
+    1 ('to', 1)
+    """
+    return _stream(flow, inp, 1, 1)
+
+
+def run_cluster(
+    flow: Dataflow,
+    inp: Any = None,
+    proc_count: int = 1,
+    worker_count_per_proc: int = 1,
+) -> list[tuple[int, Any]]:
+    """Run ``flow`` on ``proc_count`` local processes of ``worker_count_per_proc`` workers each.
+
+    Returns every captured ``(epoch, item)`` (gathered on worker 0).  With
+    ``proc_count`` 1 the workers are threads of this process; otherwise the
+    extra processes are started here (the flow and its input config travel
+    to them with cloudpickle) and stopped when the run ends or fails.
+    ``inp`` as for :func:`run`: pairs are read by worker 0 only.
+
+    >>> from timelypy.flow import Dataflow, run_cluster
+    >>> flow = Dataflow(); flow.map(lambda x: x + 1); flow.capture()
+    >>> sorted(run_cluster(flow, enumerate(range(4)), worker_count_per_proc=2))
+    [(0, 1), (1, 2), (2, 3), (3, 4)]
+    """
+    return list(_stream(flow, inp, proc_count, worker_count_per_proc))
+
+
+def cluster_main(
+    flow: Dataflow,
+    input_config: InputConfig | None = None,
+    addresses: Sequence[str] | None = None,
+    proc_id: int = 0,
+    worker_count_per_proc: int = 1,
+) -> None:
+    """Run this process's part (``proc_id``) of a cluster of ``len(addresses)`` processes.
+
+    Start one such process per address, with the same ``addresses`` and
+    the cluster's shared secret in ``TIMELYPY_SECRET`` (or
+    ``TIMELYPY_SECRET_FILE``).  Every ``capture`` needs an output config:
+    each worker writes its own items.  ``input_config`` may be left out if
+    the flow starts with an ``input`` step.
+    """
+    source = _input(flow, input_config)
+    if isinstance(source, PairsInput):
+        raise FlowError(
+            "cluster_main needs an input config (ManualInputConfig or a PartitionedInputConfig), "
+            "not an iterable of pairs"
+        )
+    _positive(worker_count_per_proc, "worker_count_per_proc")
+    addresses = list(addresses) if addresses else []
+    if len(addresses) > 1:
+        config = Config.cluster(worker_count_per_proc, len(addresses), proc_id, addresses)
+    else:
+        if proc_id != 0:
+            raise ConfigError(f"proc_id {proc_id} is out of range for a single process")
+        config = Config.process(worker_count_per_proc)
+    execute(config, flow_program(flow, source, None, collect_on=None))
+
+
+def spawn_cluster(
+    flow: Dataflow, source: InputConfig | PairsInput, proc_count: int, worker_count_per_proc: int
+) -> tuple[Config, bytes, list[subprocess.Popen[bytes]]]:
+    """Start processes ``1..proc_count-1`` of a local cluster; return process 0's config.
+
+    Each is ``python -m timelypy.flow.child``; the flow, its input config,
+    ``sys.path``, the addresses (fresh ports on 127.0.0.1) and a fresh
+    shared secret reach it through its standard input, never the
+    environment or the command line.  Functions defined in your script
+    travel by value (cloudpickle), so a script needs no ``if __name__ ==
+    "__main__"`` guard.  The children send their captures to worker 0, in
+    this process.
+    """
+    ports = free_ports(proc_count)
+    addresses = [f"127.0.0.1:{port}" for port in ports]
+    secret = secrets.token_bytes(32)
+    child_source: InputConfig | PairsInput = (
+        PairsInput(()) if isinstance(source, PairsInput) else source
+    )
+    try:
+        program = cloudpickle.dumps((flow, child_source))
+    except Exception as exc:
+        raise FlowError(
+            f"run_cluster sends the flow and its input config to its other processes with "
+            f"cloudpickle, which failed: {exc}"
+        ) from exc
+    children: list[subprocess.Popen[bytes]] = []
+    try:
+        for proc_id in range(1, proc_count):
+            header = pickle.dumps(
+                (list(sys.path), addresses, proc_id, worker_count_per_proc, secret)
+            )
+            child = subprocess.Popen(
+                [sys.executable, "-m", "timelypy.flow.child"], stdin=subprocess.PIPE
+            )
+            children.append(child)
+            assert child.stdin is not None
+            child.stdin.write(len(header).to_bytes(8, "big") + header + program)
+            child.stdin.close()
+    except BaseException:
+        _reap(children)
+        raise
+    config = Config.cluster(worker_count_per_proc, proc_count, 0, addresses)
+    return config, secret, children
+
+
+def _watch_children(
+    children: list[subprocess.Popen[bytes]], network: ClusterNetwork, stop: threading.Event
+) -> None:
+    """Stop the run within a second if a helper process exits with an error."""
+    while not stop.wait(0.2):
+        for proc_id, child in enumerate(children, start=1):
+            code = child.poll()
+            if code is not None and code != 0:
+                network.lose_peer(
+                    proc_id,
+                    ClusterError(
+                        f"process {proc_id} of run_cluster exited with code {code} "
+                        "(its error is printed above)"
+                    ),
+                )
+                return
+
+
+def _reap(children: list[subprocess.Popen[bytes]]) -> None:
+    """Wait a bounded time for ``run_cluster``'s helper processes; kill any that linger."""
+    deadline = time.monotonic() + CHILD_EXIT_SECONDS
+    for child in children:
+        try:
+            child.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.warning("process %s of run_cluster did not exit; terminating it", child.pid)
+            child.terminate()
+            try:
+                child.wait(2.0)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait(2.0)

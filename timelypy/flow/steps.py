@@ -1,0 +1,331 @@
+"""The flow's operators, written on the runtime's public operator API.
+
+Each function here adds one runtime operator for one or more flow steps,
+with :func:`~timelypy.dataflow.operators.generic.unary` /
+``unary_frontier`` and the :class:`~timelypy.dataflow.notificator.EagerNotificator`,
+exactly as a user's own operator would be written:
+
+* :func:`stateless_chain` -- consecutive stateless steps (``map``,
+  ``flat_map``, ``filter``, ``filter_map``, ``inspect``, ``inspect_epoch``)
+  fused into one operator that applies each step to a whole batch in turn
+  (one activation and one progress update per batch, not per step);
+* :func:`combine_epoch` -- ``reduce_epoch``'s fold per epoch and key, used
+  twice: on the sending worker before the exchange and on the key's worker
+  after it;
+* :func:`keyed_step` -- ``reduce`` and ``stateful_map``: state per key,
+  items applied in epoch order, eagerly within the frontier epoch;
+* :func:`output_sink` -- a ``capture`` step's writer.
+
+Operators are named after their step ID (``count``, ``count.local``), so an
+error raised by your logic names the step and the worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from operator import itemgetter
+from typing import Any
+from zlib import crc32
+
+from timelypy.dataflow.capability import Capability
+from timelypy.dataflow.channels import Exchange, Pact, Pipeline
+from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
+from timelypy.dataflow.notificator import EagerNotificator
+from timelypy.dataflow.stream import Stream
+from timelypy.errors import StateKeyError
+from timelypy.flow.dataflow import Step
+from timelypy.flow.state import StepState
+
+__all__ = [
+    "BatchFn",
+    "stateless_chain",
+    "batch_function",
+    "keyed_check",
+    "route_by_key",
+    "combine_epoch",
+    "keyed_step",
+    "output_sink",
+]
+
+#: A step applied to one batch: ``fn(epoch, items) -> items``.
+BatchFn = Callable[[int, list[Any]], list[Any]]
+
+_MISSING = object()
+_first = itemgetter(0)
+
+
+def _noted(exc: BaseException, step_id: str, operator: str, what: str) -> None:
+    exc.add_note(f"in step {step_id!r} ({operator}): {what}")
+
+
+def batch_function(step: Step) -> BatchFn:
+    """The batch function of a stateless step."""
+    op = step.operator
+    func = step.logic[0] if step.logic else None
+    assert func is not None
+    if op == "map":
+        return lambda epoch, items: list(map(func, items))
+    if op == "flat_map":
+        return lambda epoch, items: [out for item in items for out in func(item)]
+    if op == "filter":
+        return lambda epoch, items: list(filter(func, items))
+    if op == "filter_map":
+        return lambda epoch, items: [out for out in map(func, items) if out is not None]
+    if op == "inspect":
+
+        def inspect(epoch: int, items: list[Any]) -> list[Any]:
+            for item in items:
+                func(item)
+            return items
+
+        return inspect
+    if op == "inspect_epoch":
+
+        def inspect_epoch(epoch: int, items: list[Any]) -> list[Any]:
+            for item in items:
+                func(epoch, item)
+            return items
+
+        return inspect_epoch
+    raise AssertionError(f"not a stateless operator: {op}")
+
+
+def _bad_item(items: list[Any]) -> Any:
+    for item in items:
+        if type(item) is not tuple or len(item) != 2 or type(item[0]) is not str:
+            return item
+    return _MISSING
+
+
+def keyed_check(step: Step) -> BatchFn:
+    """Check that every item of a batch is ``(str, value)`` before it enters keyed ``step``.
+
+    Three passes in C (types, lengths, key types) rather than a Python
+    loop; the slow scan runs only to name the offending item.
+    """
+    step_id, operator = step.step_id, step.operator
+    tuple_types, str_types, pair_lengths = {tuple}, {str}, {2}
+
+    def check(epoch: int, items: list[Any]) -> list[Any]:
+        if (
+            set(map(type, items)) != tuple_types
+            or set(map(len, items)) != pair_lengths
+            or set(map(type, map(_first, items))) != str_types
+        ):
+            bad = _bad_item(items)
+            if bad is not _MISSING:
+                kind = (
+                    f"a key of type {type(bad[0]).__name__}"
+                    if type(bad) is tuple and len(bad) == 2
+                    else f"a {type(bad).__name__}"
+                )
+                raise StateKeyError(
+                    f"step {step_id!r} ({operator}) takes (key, value) 2-tuples with a str state "
+                    f"key, but got {bad!r} ({kind}) at epoch {epoch}; map items to "
+                    "(str(key), value) before this step"
+                )
+        return items
+
+    return check
+
+
+def route_by_key(item: tuple[str, Any]) -> int:
+    """The stable hash of an item's state key: CRC-32 of its UTF-8 bytes."""
+    return crc32(item[0].encode("utf-8", "surrogatepass"))
+
+
+def stateless_chain(
+    stream: Stream[Any], name: str, steps: list[tuple[Step, BatchFn]]
+) -> Stream[Any]:
+    """One operator applying each ``(step, fn)`` in turn to every batch."""
+    chain = list(steps)
+
+    def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
+        def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
+            for cap, items in inp:
+                epoch = cap.time
+                current = None
+                try:
+                    for current, fn in chain:  # noqa: B007 - read in the handler
+                        items = fn(epoch, items)
+                        if not items:
+                            break
+                except Exception as exc:
+                    step = current
+                    if step is not None and not isinstance(exc, StateKeyError):
+                        _noted(
+                            exc,
+                            step.step_id,
+                            step.operator,
+                            f"your function raised at epoch {epoch}",
+                        )
+                    raise
+                if items:
+                    out.give_batch(cap, items)
+
+        return logic
+
+    return stream.unary(Pipeline(), name, constructor)
+
+
+def _fold(
+    step: Step, reducer: Callable[[Any, Any], Any]
+) -> Callable[[int, dict[str, Any], list[Any]], None]:
+    step_id = step.step_id
+
+    def fold(epoch: int, acc: dict[str, Any], items: list[Any]) -> None:
+        get = acc.get
+        key: Any = None
+        try:
+            for key, value in items:
+                old = get(key, _MISSING)
+                acc[key] = value if old is _MISSING else reducer(old, value)
+        except Exception as exc:
+            _noted(
+                exc, step_id, step.operator, f"the reducer raised on key {key!r} at epoch {epoch}"
+            )
+            raise
+
+    return fold
+
+
+def combine_epoch(
+    stream: Stream[Any], name: str, step: Step, pact: Pact, state: StepState | None
+) -> Stream[Any]:
+    """Fold ``(key, value)`` items per epoch and key; emit ``(key, acc)`` as each epoch closes.
+
+    Epochs close in order; within one, nothing is emitted before it closes,
+    so the fold order does not matter (the reducer is commutative and
+    associative).  ``state``, when given, sees each epoch close.
+    """
+    reducer = step.logic[0]
+    fold = _fold(step, reducer)
+
+    def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
+        pending: dict[int, tuple[Capability, dict[str, Any]]] = {}
+
+        def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
+            for cap, items in inp:
+                epoch = cap.time
+                entry = pending.get(epoch)
+                if entry is None:
+                    entry = pending[epoch] = (cap.retain(), {})
+                fold(epoch, entry[1], items)
+            if pending:
+                frontier = inp.frontier
+                for epoch in sorted(pending):
+                    if frontier.less_equal(epoch):
+                        break
+                    held, acc = pending.pop(epoch)
+                    if acc:
+                        out.give_batch(held, list(acc.items()))
+                    held.drop()
+                    if state is not None:
+                        state.close_epoch(epoch)
+
+        return logic
+
+    return stream.unary_frontier(pact, name, constructor)
+
+
+def keyed_step(stream: Stream[Any], step: Step, state: StepState) -> Stream[Any]:
+    """``reduce`` or ``stateful_map``: per-key state in ``state``, items applied in epoch order.
+
+    Items are routed to their key's worker, queued per epoch by an
+    :class:`EagerNotificator`, applied as soon as their epoch is the
+    frontier epoch (outputs leave at once) and, for later epochs, once every
+    earlier epoch has ended; ``state`` sees each epoch close, which is when
+    a snapshot can read it.
+    """
+    step_id, operator = step.step_id, step.operator
+    states = state.states
+    apply: Callable[[int, list[Any]], list[Any]]
+    if operator == "stateful_map":
+        builder, mapper = step.logic
+
+        def apply(epoch: int, items: list[Any]) -> list[Any]:
+            out = []
+            get = states.get
+            key: Any = None
+            try:
+                for key, value in items:
+                    current = get(key, _MISSING)
+                    if current is _MISSING:
+                        current = builder(key)
+                    new, output = mapper(current, value)
+                    if new is None:
+                        states.pop(key, None)
+                    else:
+                        states[key] = new
+                    out.append((key, output))
+            except Exception as exc:
+                _noted(exc, step_id, operator, f"raised on key {key!r} at epoch {epoch}")
+                raise
+            state.touch_all(epoch, items)
+            return out
+
+    elif operator == "reduce":
+        reducer, is_complete = step.logic
+
+        def apply(epoch: int, items: list[Any]) -> list[Any]:
+            out = []
+            get = states.get
+            key: Any = None
+            try:
+                for key, value in items:
+                    acc = get(key, _MISSING)
+                    acc = value if acc is _MISSING else reducer(acc, value)
+                    if is_complete(acc):
+                        states.pop(key, None)
+                        out.append((key, acc))
+                    else:
+                        states[key] = acc
+            except Exception as exc:
+                _noted(exc, step_id, operator, f"raised on key {key!r} at epoch {epoch}")
+                raise
+            state.touch_all(epoch, items)
+            return out
+
+    else:
+        raise AssertionError(f"not a keyed operator: {operator}")
+
+    def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
+        eager = EagerNotificator()
+
+        def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
+            for cap, items in inp:
+                eager.notify_at(cap.retain(), items)
+
+            def run_items(held: Capability, items: list[Any]) -> None:
+                results = apply(held.time, items)
+                if results:
+                    out.give_batch(held, results)
+
+            def close(held: Capability) -> None:
+                state.close_epoch(held.time)
+
+            eager.for_each([inp.frontier], run_items, close)
+
+        return logic
+
+    return stream.unary_frontier(Exchange(route_by_key), step_id, constructor)
+
+
+def output_sink(
+    stream: Stream[Any], name: str, pact: Pact, write: Callable[[int, list[Any]], Any]
+) -> Stream[Any]:
+    """Call ``write(epoch, items)`` for each batch.
+
+    Returns the sink's output: it carries no items, but its frontier tells
+    when every item of an epoch has been written (the flow's probe watches
+    it, and so does the worker frontier of recovery).
+    """
+
+    def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
+        def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
+            for cap, items in inp:
+                write(cap.time, items)
+
+        return logic
+
+    return stream.unary(pact, name, constructor)
