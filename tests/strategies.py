@@ -154,3 +154,21 @@ def epoch_inputs(
         epochs.append((time, records, draw(st.integers(0, 3))))
         time += draw(st.integers(1, 3))
     return epochs
+
+
+# -- timelypy.flow ---------------------------------------------------------------
+
+#: One step of a random keyed flow: (operator, parameter).  Every step keeps
+#: items as (str key, int value) pairs, so keyed steps can follow any step.
+FLOW_STEP_KINDS = ("map", "filter", "flat_map", "filter_map", "reduce_epoch",
+                   "stateful_count", "reduce_count", "inspect_epoch")
+
+flow_steps = st.lists(
+    st.tuples(st.sampled_from(FLOW_STEP_KINDS), st.integers(1, 3)), min_size=0, max_size=6
+)
+
+#: (epoch, (key, value)) pairs with non-decreasing epochs, as worker 0 reads them.
+flow_inputs = st.lists(
+    st.tuples(st.integers(0, 3), st.tuples(st.sampled_from("abcd"), st.integers(0, 9))),
+    max_size=40,
+).map(lambda pairs: sorted(pairs, key=lambda pair: pair[0]))

@@ -61,10 +61,10 @@ def _relay(stream: IO[bytes], prefix: bytes, out: IO[bytes], lock: threading.Loc
 #: The launcher's usage (``--help`` prints it).
 USAGE = """\
 usage: python -m timelypy.launch [-n PROCESSES] [-w WORKERS] [-h HOSTFILE]
-                                 [--serializer msgpack|pickle] SCRIPT [ARGS...]
+                                 [--serializer msgpack|pickle] (SCRIPT | -m MODULE) [ARGS...]
 
 Start a timelypy computation as several processes on this machine: each runs
-SCRIPT -n N -p I -w W -h HOSTFILE [--serializer NAME] ARGS...
+SCRIPT -n N -p I -w W -h HOSTFILE [--serializer NAME] ARGS... (or python -m MODULE ...)
 
   -n, --processes N     number of processes (default 2)
   -w, --workers N       worker threads per process (default 1)
@@ -87,6 +87,8 @@ class LaunchOptions:
     serializer: str | None
     script: str
     args: tuple[str, ...]
+    #: Run ``python -m script`` rather than the file ``script``.
+    module: bool = False
 
 
 def parse_launch_args(argv: Sequence[str]) -> LaunchOptions | None:
@@ -101,6 +103,16 @@ def parse_launch_args(argv: Sequence[str]) -> LaunchOptions | None:
     LaunchOptions(processes=2, workers=2, hostfile=None, serializer=None, script='prog.py', \
 args=('--', '-n', '5'))
     """
+    argv = list(argv)
+    module = "-m" in argv
+    if module:
+        at = argv.index("-m")
+        # -m is the launcher's only if it comes before the script.
+        module = not parse_arguments(argv[:at], stop_at_free=True, usage=USAGE).free
+    if module:
+        if at + 1 >= len(argv):
+            raise ConfigError(f"-m needs a module name\n{USAGE}")
+        argv = [*argv[:at], "--", *argv[at + 1 :]]
     given = parse_arguments(argv, stop_at_free=True, usage=USAGE)
     if given.help:
         return None
@@ -124,7 +136,9 @@ args=('--', '-n', '5'))
     if given.serializer is not None:
         Config(serializer=given.serializer)  # says which serializers there are
     script, *args = given.free
-    return LaunchOptions(processes, workers, given.hostfile, given.serializer, script, tuple(args))
+    return LaunchOptions(
+        processes, workers, given.hostfile, given.serializer, script, tuple(args), module
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     if options is None:
         print(USAGE)
         return 0
-    if not Path(options.script).exists():
+    if not options.module and not Path(options.script).exists():
         print(f"launch: no such script: {options.script}", file=sys.stderr)
         return 2
     env = dict(os.environ)
@@ -162,7 +176,7 @@ def _run(options: LaunchOptions, hostfile: str, env: dict[str, str]) -> int:
         # Timely's flags come first: a "--" among the script's own arguments ends
         # option parsing, and flags after it would be taken for free arguments.
         command = [
-            sys.executable, options.script,
+            sys.executable, *(["-m"] if options.module else []), options.script,
             "-n", str(options.processes), "-p", str(index), "-w", str(options.workers),
             "-h", hostfile, *extra, *options.args,
         ]

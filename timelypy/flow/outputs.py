@@ -80,6 +80,8 @@ class TestingOutputConfig(OutputConfig):
     process appends to its own copy.
     """
 
+    __test__ = False  # not a pytest test class, despite its name
+
     def __init__(self, sink: list[tuple[int, Any]]) -> None:
         self.sink = sink
 

@@ -6,10 +6,11 @@ partitions and broadcasts it, and each worker then opens only the
 partitions assigned to it.  A partition is therefore read by exactly one
 worker, whatever the number of workers and whichever of them can reach it.
 
-:func:`assign_primaries` is the first worker's computation: partitions in
-sorted order, each to the worker that reaches it and has the fewest
-partitions so far (the lowest index on a tie), so the load is balanced and
-the result is the same in every run.
+:func:`assign_primaries` is the first worker's computation: each partition,
+the most constrained first (fewest workers reach it), goes to the worker
+that reaches it and has the fewest partitions so far (the lowest index on a
+tie); then partitions move while a worker that reaches one has at least two
+fewer than its owner.  The result is balanced and the same in every run.
 
 >>> assign_primaries({0: ["a", "b", "c"], 1: ["b", "c"]})
 {'a': 0, 'b': 1, 'c': 0}
@@ -66,10 +67,25 @@ def assign_primaries(
             )
     load = {worker: 0 for worker in reports}
     assignment: dict[str, int] = {}
-    for part in sorted(reach):
+    # Most constrained partitions first (fewest workers reach them), then by name.
+    for part in sorted(reach, key=lambda p: (len(reach[p]), p)):
         primary = min(reach[part], key=lambda w: (load[w], w))
         assignment[part] = primary
         load[primary] += 1
+    # Then move partitions from a worker to another that reaches them while
+    # that lowers the larger load (each move lowers the sum of squared loads,
+    # so this ends).
+    moved = True
+    while moved:
+        moved = False
+        for part in sorted(assignment):
+            owner = assignment[part]
+            target = min(reach[part], key=lambda w: (load[w], w))
+            if load[target] + 1 < load[owner]:
+                assignment[part] = target
+                load[owner] -= 1
+                load[target] += 1
+                moved = True
     return assignment
 
 

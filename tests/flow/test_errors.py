@@ -1,0 +1,201 @@
+"""Bad input to a flow: a clear error naming the step and the worker, never a hang."""
+
+from __future__ import annotations
+
+import time
+from operator import add
+
+import pytest
+
+from timelypy.errors import FlowError, StateKeyError
+from timelypy.flow import Dataflow, run, run_cluster
+from timelypy.flow.inputs import AdvanceTo, Emit, ManualInputConfig
+from timelypy.flow.outputs import ManualOutputConfig
+
+
+def notes(exc_info) -> str:
+    return "\n".join(getattr(exc_info.value, "__notes__", []))
+
+
+def keyed(step="stateful_map"):
+    flow = Dataflow()
+    if step == "stateful_map":
+        flow.stateful_map("running", lambda key: 0, lambda s, v: (s + v, s + v))
+    elif step == "reduce":
+        flow.reduce("sessions", add, lambda acc: False)
+    else:
+        flow.reduce_epoch(add)
+    flow.capture()
+    return flow
+
+
+@pytest.mark.parametrize("step", ["stateful_map", "reduce", "reduce_epoch"])
+@pytest.mark.parametrize(
+    ("item", "kind"), [("ab", "a str"), (("a", 1, 2), "a tuple"), ((1, 2), "a key of type int")]
+)
+def test_keyed_steps_take_str_keyed_pairs(step, item, kind):
+    with pytest.raises(StateKeyError) as info:
+        list(run_cluster(keyed(step), [(0, ("ok", 1)), (0, item)], 1, 2))
+    message = str(info.value)
+    assert "(key, value) 2-tuples with a str state key" in message
+    assert repr(item) in message and kind in message
+    assert "on worker 0" in notes(info)
+
+
+def test_epoch_going_backwards_is_an_error_naming_the_input_and_worker():
+    def builder(worker_index, worker_count, resume_epoch):
+        yield AdvanceTo(3)
+        yield Emit(1)
+        if worker_index == 1:
+            yield AdvanceTo(2)
+
+    flow = Dataflow()
+    flow.input("numbers", ManualInputConfig(builder))
+    flow.capture()
+    backwards = r"input step 'numbers' .* on worker 1: the epoch went backwards, from 3 to 2"
+    with pytest.raises(FlowError, match=backwards):
+        run_cluster(flow, None, 1, 2)
+    with pytest.raises(FlowError, match="went backwards, from 5 to 4"):
+        list(run(flow_of_capture(), [(5, "a"), (4, "b")]))
+
+
+def flow_of_capture():
+    flow = Dataflow()
+    flow.capture()
+    return flow
+
+
+def test_emit_before_advance_to_is_an_error():
+    def builder(worker_index, worker_count, resume_epoch):
+        yield Emit("x")
+
+    with pytest.raises(FlowError, match=r"yielded Emit\(item='x'\) before any AdvanceTo"):
+        list(run(flow_of_capture(), ManualInputConfig(builder)))
+
+
+def test_input_builder_yielding_something_else_is_an_error():
+    def builder(worker_index, worker_count, resume_epoch):
+        yield AdvanceTo(0)
+        yield "x"
+
+    with pytest.raises(FlowError, match=r"yields AdvanceTo\(epoch\) and Emit\(item\), got 'x'"):
+        list(run(flow_of_capture(), ManualInputConfig(builder)))
+
+
+def test_pairs_that_are_not_pairs_are_an_error():
+    with pytest.raises(FlowError, match=r"must yield \(epoch, item\) pairs, got 'abc'"):
+        list(run(flow_of_capture(), ["abc"]))
+
+
+def test_a_flow_without_output_is_an_error():
+    flow = Dataflow()
+    flow.map(str)
+    with pytest.raises(FlowError, match="the flow has no output: add a capture"):
+        list(run(flow, [(0, 1)]))
+
+
+def test_a_raising_mapper_names_step_and_worker_and_keeps_earlier_output():
+    def mapper(state, value):
+        if value == "boom":
+            raise ZeroDivisionError("no")
+        return state, value
+
+    flow = Dataflow()
+    flow.stateful_map("fragile", lambda key: None, mapper)
+    flow.capture()
+    got = []
+    with pytest.raises(ZeroDivisionError, match="no") as info:
+        for pair in run(flow, [(0, ("a", "fine")), (1, ("a", "boom"))]):
+            got.append(pair)
+    assert got == [(0, ("a", "fine"))]  # emitted before the error: not lost
+    text = notes(info)
+    assert "in step 'fragile' (stateful_map): raised on key 'a' at epoch 1" in text
+    assert "on worker 0" in text
+
+
+@pytest.mark.parametrize("procs", [1, 2])
+def test_a_raising_stateless_function_stops_every_worker_quickly(procs):
+    def explode(x):
+        if x == 7:
+            raise ValueError("bad item 7")
+        return x
+
+    flow = Dataflow()
+    flow.map(explode, step_id="check")
+    flow.capture()
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="bad item 7") as info:
+        run_cluster(flow, ((0, x) for x in range(20)), procs, 2)
+    assert time.monotonic() - start < 20
+    assert "in step 'check' (map): your function raised at epoch 0" in notes(info)
+
+
+def test_a_raising_reducer_names_the_step():
+    def reducer(a, b):
+        raise KeyError("reducer")
+
+    flow = Dataflow()
+    flow.reduce_epoch(reducer, step_id="sum")
+    flow.capture()
+    with pytest.raises(KeyError) as info:
+        list(run(flow, [(0, ("a", 1)), (0, ("a", 2))]))
+    assert "in step 'sum' (reduce_epoch): the reducer raised on key 'a' at epoch 0" in notes(info)
+
+
+def test_a_raising_output_names_the_capture_and_keeps_what_was_written():
+    written = []
+
+    def output_builder(worker_index, worker_count):
+        def write(epoch, item):
+            if item == 3:
+                raise OSError("disk full")
+            written.append(item)
+
+        return write
+
+    flow = Dataflow()
+    flow.capture(ManualOutputConfig(output_builder), step_id="to_disk")
+    with pytest.raises(OSError, match="disk full") as info:
+        run_cluster(flow, [(0, 1), (0, 2), (1, 3)], 1, 1)
+    assert written == [1, 2]
+    assert "in step 'to_disk' (capture): the output raised writing 3 at epoch 1" in notes(info)
+
+
+def test_step_ids_are_checked_when_the_flow_is_built():
+    flow = Dataflow()
+    flow.map(str, step_id="clean")
+    twice = r"step ID 'clean' is used twice: by step 0 \(map\) and by step 1 \(filter\)"
+    with pytest.raises(FlowError, match=twice):
+        flow.filter(bool, step_id="clean")
+    with pytest.raises(FlowError, match=r"contains '\.'"):
+        flow.map(str, step_id="a.b")
+    with pytest.raises(FlowError, match="needs a callable mapper"):
+        flow.map(42)
+    with pytest.raises(FlowError, match="must be the first step"):
+        flow.input("late", ManualInputConfig(lambda i, n, r: iter(())))
+    assert [step.step_id for step in flow.steps] == ["clean"]
+
+
+def test_a_flow_with_an_input_runs_without_another():
+    flow = Dataflow()
+    flow.input("inp", ManualInputConfig(lambda i, n, r: iter([AdvanceTo(0), Emit(1)])))
+    flow.capture()
+    assert list(run(flow)) == [(0, 1)]
+    with pytest.raises(FlowError, match="already has an input step"):
+        list(run(flow, [(0, 1)]))
+    with pytest.raises(FlowError, match="the flow has no input"):
+        list(run(flow_of_capture()))
+
+
+def test_breaking_out_of_run_stops_the_flow():
+    def forever():
+        epoch = 0
+        while True:
+            yield epoch, epoch
+            epoch += 1
+
+    start = time.monotonic()
+    for epoch, _item in run(flow_of_capture(), forever()):
+        if epoch >= 50:
+            break
+    assert time.monotonic() - start < 20

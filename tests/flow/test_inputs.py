@@ -1,0 +1,98 @@
+"""Input helpers and readers: epochs from the item or the clock, never per-worker counts."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from timelypy.errors import FlowError
+from timelypy.flow import Dataflow, run, run_cluster
+from timelypy.flow.inputs import (
+    AdvanceTo,
+    Emit,
+    ManualInputConfig,
+    epochs_from_pairs,
+    fully_ordered,
+    single_batch,
+    tumbling_epoch,
+)
+
+
+def test_single_batch_and_fully_ordered():
+    assert list(single_batch(["a", "b"])) == [(0, "a"), (0, "b")]
+    assert list(fully_ordered(["a", "b", "c"])) == [(0, "a"), (1, "b"), (2, "c")]
+
+
+def test_tumbling_epoch_is_the_same_on_every_worker():
+    # Two workers see different items at the same clock times: same epochs.
+    times = [1000.0, 1000.9, 1001.0, 1003.5]
+    first = list(tumbling_epoch(["a", "b", "c", "d"], 1.0, time_getter=lambda _: times.pop(0)))
+    times = [1000.0, 1000.9, 1001.0, 1003.5]
+    second = list(tumbling_epoch(["w", "x", "y", "z"], 1.0, time_getter=lambda _: times.pop(0)))
+    assert [e for e, _ in first] == [e for e, _ in second] == [1000, 1000, 1001, 1003]
+
+
+def test_tumbling_epoch_takes_timedeltas_datetimes_and_never_goes_back():
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    stamps = [start, start + datetime.timedelta(seconds=61), start + datetime.timedelta(seconds=5)]
+    items = list(
+        tumbling_epoch(stamps, datetime.timedelta(minutes=1), time_getter=lambda t: t, anchor=start)
+    )
+    assert [epoch for epoch, _ in items] == [0, 1, 1]
+
+
+def test_tumbling_epoch_uses_the_wall_clock_by_default():
+    epochs = [epoch for epoch, _ in tumbling_epoch(range(3), 3600.0)]
+    assert len(set(epochs)) <= 2 and epochs == sorted(epochs)
+
+
+def test_tumbling_epoch_rejects_a_non_positive_length():
+    with pytest.raises(FlowError, match="positive epoch_length"):
+        list(tumbling_epoch([1], 0))
+
+
+def test_epochs_from_pairs_skips_before_resume():
+    assert list(epochs_from_pairs([(0, "a"), (1, "b"), (1, "c")], resume_epoch=1)) == [
+        AdvanceTo(1),
+        Emit("b"),
+        Emit("c"),
+    ]
+
+
+def test_input_builder_gets_worker_index_count_and_resume_epoch():
+    calls = []
+
+    def builder(worker_index, worker_count, resume_epoch):
+        calls.append((worker_index, worker_count, resume_epoch))
+        yield AdvanceTo(worker_index)
+        yield Emit(worker_index)
+
+    flow = Dataflow()
+    flow.capture()
+    assert sorted(run_cluster(flow, ManualInputConfig(builder), 1, 3)) == [(0, 0), (1, 1), (2, 2)]
+    assert sorted(calls) == [(0, 3, 0), (1, 3, 0), (2, 3, 0)]
+
+
+def test_a_large_epoch_streams_through_in_batches():
+    flow = Dataflow()
+    flow.filter(lambda x: x % 1000 == 0)
+    flow.capture()
+    out = list(run(flow, single_batch(range(100_000))))
+    assert sorted(out) == [(0, x) for x in range(0, 100_000, 1000)]
+
+
+def test_results_stream_before_the_input_ends():
+    # run() yields epoch 0's results while the input is still open.
+    produced = []
+
+    def items():
+        for epoch in range(100_000):
+            produced.append(epoch)
+            yield epoch, epoch
+
+    flow = Dataflow()
+    flow.capture()
+    for _pair in run(flow, items()):
+        assert len(produced) < 100_000
+        break
