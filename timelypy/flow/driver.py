@@ -363,9 +363,13 @@ class FlowWorker:
                 chain.append((step, keyed_check(step)))
                 stream = flush(f"{step.step_id}.check")
                 if op == "reduce_epoch":
-                    local = combine_epoch(stream, f"{step.step_id}.local", step, Pipeline(), None)
+                    if self.worker.peers > 1:
+                        # fold on the sending worker first: one item per key leaves it
+                        stream = combine_epoch(
+                            stream, f"{step.step_id}.local", step, Pipeline(), None
+                        )
                     stream = combine_epoch(
-                        local, step.step_id, step, Exchange(route_by_key), self._state(step)
+                        stream, step.step_id, step, Exchange(route_by_key), self._state(step)
                     )
                 elif op == "reduce_epoch_local":
                     stream = combine_epoch(
