@@ -1,0 +1,235 @@
+"""Run the ``timelypy.flow`` examples as programs and compare what they print.
+
+``flow_wordcount.py`` is seed 004's program; what it prints is compared with
+what the seed shows, as a multiset: the seed itself says there is no order
+within an epoch (and its own listings are in no particular order).
+``flow_partitioned_files.py`` sorts what it prints, so it is compared
+exactly, with the answer computed here in plain Python from its data.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(example: str, *args: str, cwd: Path) -> list[str]:
+    """Run ``examples/<example>`` in ``cwd`` with ``args``; return its stdout lines."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / example), *args],
+        cwd=cwd, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "", result.stderr
+    return result.stdout.splitlines()
+
+
+# -- Seed 004's wordcount -------------------------------------------------------------
+
+#: What seed 004 prints for "Input example" (one epoch), in the seed's order.
+SEED_ONE_EPOCH = """\
+('fortune', 1)
+('a', 1)
+('whether', 1)
+('them', 1)
+('nobler', 1)
+("'tis", 1)
+('arrows', 1)
+('slings', 1)
+('and', 2)
+('outrageous', 1)
+('sea', 1)
+('by', 1)
+('or', 2)
+('not', 1)
+('opposing', 1)
+('question', 1)
+('mind', 1)
+('that', 1)
+('to', 4)
+('end', 1)
+('arms', 1)
+('suffer', 1)
+('take', 1)
+('in', 1)
+('against', 1)
+('is', 1)
+('of', 2)
+('the', 3)
+('be', 2)
+('troubles', 1)
+"""
+
+#: What seed 004 prints for "Multiple epochs" (one epoch per line), in the seed's order.
+SEED_MULTIPLE_EPOCHS = """\
+('not', 1)
+('that', 1)
+('or', 1)
+('the', 1)
+('be', 2)
+('is', 1)
+('question', 1)
+('to', 2)
+('mind', 1)
+("'tis", 1)
+('to', 1)
+('nobler', 1)
+('the', 1)
+('in', 1)
+('whether', 1)
+('suffer', 1)
+('the', 1)
+('of', 1)
+('slings', 1)
+('arrows', 1)
+('outrageous', 1)
+('fortune', 1)
+('and', 1)
+('troubles', 1)
+('sea', 1)
+('against', 1)
+('to', 1)
+('of', 1)
+('a', 1)
+('or', 1)
+('take', 1)
+('arms', 1)
+('them', 1)
+('opposing', 1)
+('end', 1)
+('and', 1)
+('by', 1)
+"""
+
+#: What seed 004 prints for "Inspecting epochs", in the seed's order.
+SEED_INSPECTING_EPOCHS = """\
+0 ('to', 2)
+0 ('question', 1)
+0 ('is', 1)
+0 ('not', 1)
+0 ('that', 1)
+0 ('or', 1)
+0 ('be', 2)
+0 ('the', 1)
+1 ("'tis", 1)
+1 ('in', 1)
+1 ('to', 1)
+1 ('suffer', 1)
+1 ('whether', 1)
+2 ('slings', 1)
+2 ('of', 1)
+2 ('arrows', 1)
+1 ('nobler', 1)
+1 ('the', 1)
+1 ('mind', 1)
+2 ('the', 1)
+2 ('and', 1)
+2 ('fortune', 1)
+2 ('outrageous', 1)
+3 ('of', 1)
+3 ('arms', 1)
+3 ('against', 1)
+3 ('to', 1)
+3 ('take', 1)
+3 ('a', 1)
+3 ('sea', 1)
+3 ('or', 1)
+3 ('troubles', 1)
+4 ('and', 1)
+4 ('end', 1)
+4 ('them', 1)
+4 ('by', 1)
+4 ('opposing', 1)
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "seed"),
+    [
+        ((), SEED_ONE_EPOCH),
+        (("--per-line",), SEED_MULTIPLE_EPOCHS),
+        (("--per-line", "--show-epochs"), SEED_INSPECTING_EPOCHS),
+    ],
+    ids=["one-epoch", "multiple-epochs", "inspecting-epochs"],
+)
+def test_wordcount_prints_what_the_seed_prints(tmp_path, args, seed):
+    # No wordcount.txt in the working directory: the example uses the seed's text.
+    lines = run("flow_wordcount.py", *args, cwd=tmp_path)
+    assert Counter(lines) == Counter(seed.splitlines())
+    assert not (tmp_path / "wordcount.txt").exists()
+
+
+def test_wordcount_reads_the_working_directory_s_wordcount_txt(tmp_path):
+    # As the seed's open("wordcount.txt") does.
+    (tmp_path / "wordcount.txt").write_text("b a b\nA\n")
+    assert sorted(run("flow_wordcount.py", cwd=tmp_path)) == ["('a', 2)", "('b', 2)"]
+    per_line = run("flow_wordcount.py", "--per-line", "--show-epochs", cwd=tmp_path)
+    assert sorted(per_line) == ["0 ('a', 1)", "0 ('b', 2)", "1 ('a', 1)"]
+
+
+def test_wordcount_rejects_unknown_flags(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "flow_wordcount.py"), "--bogus"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 1
+    assert "--bogus" in result.stderr
+
+
+# -- Partitioned input and output over files ---------------------------------------------
+
+
+def load_example(name: str):
+    """Import ``examples/<name>.py`` as a module (its ``main`` does not run)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def partitioned_files_output() -> list[str]:
+    """What the example prints, computed in plain Python from its logs."""
+    example = load_example("flow_partitioned_files")
+    hits: Counter[tuple[int, str]] = Counter()
+    for rows in example.LOGS.values():
+        for row in rows:
+            clock, path = row.split(",")
+            hits[example.minute_of(clock), path] += 1
+    printed = [f"read {name} 1 time(s)" for name in sorted(example.LOGS)]
+    printed += [f"{example.label(e)} {path} {n}" for (e, path), n in sorted(hits.items())]
+    # Each path's lines are in exactly one of the two files.
+    files: dict[str, list[str]] = {}
+    for (e, path), n in hits.items():
+        part = example.HitFiles("").part_for(path, ["hits-0.csv", "hits-1.csv"])
+        files.setdefault(part, []).append(f"{example.label(e)},{path},{n}")
+    printed += [f"{part}: " + " ".join(sorted(lines)) for part, lines in sorted(files.items())]
+    return printed
+
+
+def test_partitioned_files_expected_output_is_the_one_in_the_docstring():
+    expected = partitioned_files_output()
+    assert expected[:5] == [
+        "read web-a.csv 1 time(s)",
+        "read web-b.csv 1 time(s)",
+        "read web-c.csv 1 time(s)",
+        "12:00 /cart 1",
+        "12:00 /home 3",
+    ]
+    assert [line.split(":")[0] for line in expected[-2:]] == ["hits-0.csv", "hits-1.csv"]
+
+
+@pytest.mark.parametrize(
+    "args", [("-w", "1"), (), ("-w", "2", "-n", "2")], ids=["1x1", "1x3", "2x2"]
+)
+def test_partitioned_files_reads_each_file_once(tmp_path, args):
+    # Whatever the number of workers and processes, each file has exactly one primary:
+    # it is read once, and the counts are those of a single plain-Python pass.
+    assert run("flow_partitioned_files.py", *args, cwd=tmp_path) == partitioned_files_output()
