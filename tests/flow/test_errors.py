@@ -199,3 +199,54 @@ def test_breaking_out_of_run_stops_the_flow():
         if epoch >= 50:
             break
     assert time.monotonic() - start < 20
+
+
+def test_a_mapper_that_returns_no_pair_says_what_it_must_return():
+    flow = Dataflow()
+    flow.stateful_map("bad", lambda key: 0, lambda state, value: state + value)
+    flow.capture()
+    with pytest.raises(
+        FlowError, match=r"the mapper must return a \(new_state, output\) pair, got 1"
+    ):
+        list(run(flow, [(0, ("a", 1))]))
+
+
+def test_the_runtime_note_names_the_fused_steps():
+    flow = Dataflow()
+    flow.map(lambda x: x, step_id="keep")
+    flow.map(lambda x: 1 / x, step_id="invert")
+    flow.capture()
+    with pytest.raises(ZeroDivisionError) as info:
+        list(run(flow, [(0, 0)]))
+    text = notes(info)
+    assert "in step 'invert' (map)" in text
+    assert "raised in operator 'keep+invert'" in text
+
+
+def test_testing_output_with_processes_is_an_error():
+    from timelypy.flow.outputs import TestingOutputConfig
+
+    flow = Dataflow()
+    flow.capture(TestingOutputConfig([]))
+    with pytest.raises(FlowError, match="TestingOutputConfig appends to a list in one process"):
+        run_cluster(flow, [(0, 1)], 2, 1)
+
+
+def test_leaving_run_early_returns_at_once():
+    import itertools
+    import threading
+
+    from timelypy.flow.inputs import fully_ordered
+
+    flow = Dataflow()
+    flow.map(lambda x: x)
+    flow.capture()
+    start = time.monotonic()
+    for _epoch, item in run(flow, fully_ordered(itertools.count())):
+        if item > 20:
+            break
+    assert time.monotonic() - start < 3
+    deadline = time.monotonic() + 3
+    while any(t.name == "timelypy-flow" for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the flow's thread is still running"
+        time.sleep(0.05)

@@ -96,3 +96,21 @@ def test_results_stream_before_the_input_ends():
     for _pair in run(flow, items()):
         assert len(produced) < 100_000
         break
+
+
+def test_a_slow_source_streams_each_item_without_waiting_for_a_full_batch():
+    import time
+    from operator import add
+
+    def slow():
+        for i in range(4):
+            time.sleep(0.2)
+            yield i, ("a", 1)
+
+    flow = Dataflow()
+    flow.reduce_epoch(add)
+    flow.capture()
+    start = time.monotonic()
+    arrivals = [time.monotonic() - start for _ in run(flow, slow())]
+    assert len(arrivals) == 4
+    assert arrivals[0] < 0.6  # epoch 0 closes when epoch 1 starts, long before the input ends

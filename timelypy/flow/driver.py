@@ -10,10 +10,13 @@ whether they are threads, processes or Spark tasks.  On each worker it
 2. builds the flow's steps as runtime operators (:mod:`timelypy.flow.steps`),
    with an input operator that holds one capability per partition it reads,
    at that partition's current epoch;
-3. pulls from its readers a bounded batch at a time, sends each batch at
-   its epoch, downgrades a partition's capability when it advances
+3. pulls from its readers a bounded batch at a time (:data:`PULL_LIMIT`
+   values or :data:`PULL_SECONDS`, whichever comes first), sends each batch
+   at its epoch, downgrades a partition's capability when it advances
    (``AdvanceTo``) and drops it when the reader ends, and steps the worker
-   in between, so input, computation and output interleave;
+   in between (a few times while the outputs lag the input), so input,
+   computation and output interleave and a closed epoch's results leave
+   without waiting for the next read;
 4. holds back (steps without reading) while more than
    :data:`MAX_OPEN_EPOCHS` of the epochs it advanced past (sampled once per
    step) are not yet complete at its outputs, so a fast input cannot run
@@ -27,9 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
 from typing import Any
 
 from timelypy.dataflow.builder import OperatorBuilder
@@ -76,11 +79,18 @@ __all__ = [
     "FlowCancelled",
     "FlowWorker",
     "PULL_LIMIT",
+    "PULL_SECONDS",
+    "CATCH_UP_STEPS",
     "MAX_OPEN_EPOCHS",
 ]
 
-#: How many input values a reader yields per worker step.
+#: How many input values a reader yields per worker step, at most.
 PULL_LIMIT = 1024
+#: How long a reader reads before the worker steps, at most (a slow source's
+#: items flow on without waiting for PULL_LIMIT of them).
+PULL_SECONDS = 0.01
+#: Steps a worker takes after a read while its outputs lag its input, at most.
+CATCH_UP_STEPS = 4
 #: How many advanced-past epochs may be incomplete before a worker stops reading.
 MAX_OPEN_EPOCHS = 64
 
@@ -173,8 +183,9 @@ class _Reader:
         batch: list[Any] = []
         count = 0
         resume = self.resume
-        for pair in islice(self.source, limit):
-            count += 1
+        clock = time.monotonic
+        deadline = clock() + PULL_SECONDS
+        for pair in self.source:
             try:
                 at, item = pair
             except (TypeError, ValueError):
@@ -188,15 +199,18 @@ class _Reader:
                     batch = []
                 if _bad_epoch(at):
                     raise FlowError(f"{self._where()}: epochs are ints >= 0, got {at!r}")
-                if at < resume:
-                    continue
-                self._advance(at)
-                epoch = at
-            batch.append(item)
+                if at >= resume:
+                    self._advance(at)
+                    epoch = at
+            if at >= resume:
+                batch.append(item)
+            count += 1
+            if count >= limit or clock() > deadline:
+                break
+        else:
+            self.done = True
         if batch:
             output.give_batch(cap, batch)
-        if count < limit:
-            self.done = True
 
     def _pull_events(self, output: OperatorOutput[Any], limit: int, started: bool) -> None:
         cap = self.cap
@@ -221,8 +235,9 @@ class _Reader:
                 )
             self._advance(first.epoch)
         epoch = self.epoch
-        for event in islice(source, limit):
-            count += 1
+        clock = time.monotonic
+        deadline = clock() + PULL_SECONDS
+        for event in source:
             kind = type(event)
             if kind is Emit:
                 batch.append(event.item)
@@ -238,10 +253,13 @@ class _Reader:
                     f"{self._where()}: an input builder yields AdvanceTo(epoch) and Emit(item), "
                     f"got {event!r}"
                 )
+            count += 1
+            if count >= limit or clock() > deadline:
+                break
+        else:
+            self.done = True
         if batch:
             output.give_batch(cap, batch)
-        if count < limit:
-            self.done = True
 
 
 class FlowWorker:
@@ -349,9 +367,10 @@ class FlowWorker:
         chain: list[tuple[Step, BatchFn]] = []
         steps = [step for step in self.flow.steps if step.operator != "input"]
 
-        def flush(name: str) -> Stream[Any]:
+        def flush() -> Stream[Any]:
             nonlocal chain
             if chain:
+                name = "+".join(step.step_id for step, _ in chain)
                 result = stateless_chain(stream, name, chain)
                 chain = []
                 return result
@@ -361,7 +380,7 @@ class FlowWorker:
             op = step.operator
             if op in KEYED:
                 chain.append((step, keyed_check(step)))
-                stream = flush(f"{step.step_id}.check")
+                stream = flush()
                 if op == "reduce_epoch":
                     if self.worker.peers > 1:
                         # fold on the sending worker first: one item per key leaves it
@@ -378,12 +397,12 @@ class FlowWorker:
                 else:
                     stream = keyed_step(stream, step, self._state(step))
             elif op == "capture":
-                stream = flush(step.step_id)
+                stream = flush()
                 done = self._capture(stream, step)
                 done.probe_with(self.probe)
             else:
                 chain.append((step, batch_function(step)))
-        flush("tail")
+        flush()
 
     def _capture(self, stream: Stream[Any], step: Step) -> Stream[Any]:
         config = step.config
@@ -413,6 +432,13 @@ class FlowWorker:
         if isinstance(config, StdOutputConfig):
             return output_sink(stream, name, Pipeline(), print_batch)
         if isinstance(config, TestingOutputConfig):
+            if worker.config.processes > 1:
+                raise FlowError(
+                    f"capture step {step.step_id!r}: TestingOutputConfig appends to a list in "
+                    f"one process, but this run has {worker.config.processes} processes; "
+                    "capture without a config (run_cluster gathers the items) or write with "
+                    "ManualOutputConfig"
+                )
             sink = config.sink
             return output_sink(
                 stream,
@@ -494,6 +520,12 @@ class FlowWorker:
             worker.step()
             if readers:
                 low = min(reader.epoch for reader in readers if reader.epoch is not None)
+                # A few more steps while the outputs lag the input: a closed epoch's
+                # results leave now, not after the next (perhaps slow) read.
+                for _ in range(CATCH_UP_STEPS):
+                    if not probe.less_than(low):
+                        break
+                    worker.step()
                 if low > last_low:
                     open_epochs.append(last_low)
                     last_low = low

@@ -123,12 +123,20 @@ def _stream(
             target=_watch_children, args=(children, network, watching), daemon=True
         ).start()
 
+    def hand_over(message: Any) -> None:
+        while not cancelled.is_set():
+            try:
+                captured.put(message, timeout=0.1)
+                return
+            except queue.Full:
+                pass
+
     def body() -> None:
         try:
             initialize_from(transport, config, program)
-            captured.put(_DONE)
+            hand_over(_DONE)
         except BaseException as exc:  # handed to the caller's thread
-            captured.put(exc)
+            hand_over(exc)
 
     thread = threading.Thread(target=body, name="timelypy-flow", daemon=True)
     thread.start()

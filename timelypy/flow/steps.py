@@ -16,8 +16,9 @@ exactly as a user's own operator would be written:
   items applied in epoch order, eagerly within the frontier epoch;
 * :func:`output_sink` -- a ``capture`` step's writer.
 
-Operators are named after their step ID (``count``, ``count.local``), so an
-error raised by your logic names the step and the worker.
+Operators are named after their step IDs (``count``, ``count.local``; a
+fused chain ``lower+tokenize+map``), and an error raised by your logic gets
+a note naming the exact step, so it names the step and the worker.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from timelypy.dataflow.channels import Exchange, Pact, Pipeline
 from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.notificator import EagerNotificator
 from timelypy.dataflow.stream import Stream
-from timelypy.errors import StateKeyError
+from timelypy.errors import FlowError, StateKeyError
 from timelypy.flow.dataflow import Step
 from timelypy.flow.state import StepState
 
@@ -247,18 +248,25 @@ def keyed_step(stream: Stream[Any], step: Step, state: StepState) -> Stream[Any]
             out = []
             get = states.get
             key: Any = None
+            result: Any = _MISSING
             try:
                 for key, value in items:
                     current = get(key, _MISSING)
                     if current is _MISSING:
                         current = builder(key)
-                    new, output = mapper(current, value)
+                    result = mapper(current, value)
+                    new, output = result
                     if new is None:
                         states.pop(key, None)
                     else:
                         states[key] = new
                     out.append((key, output))
             except Exception as exc:
+                if result is not _MISSING and (type(result) is not tuple or len(result) != 2):
+                    raise FlowError(
+                        f"step {step_id!r} (stateful_map): the mapper must return a "
+                        f"(new_state, output) pair, got {result!r} for key {key!r} at epoch {epoch}"
+                    ) from exc
                 _noted(exc, step_id, operator, f"raised on key {key!r} at epoch {epoch}")
                 raise
             state.touch_all(epoch, items)
