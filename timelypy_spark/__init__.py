@@ -3,16 +3,30 @@
 * :func:`execute` -- ``func(worker)`` on N workers inside Spark executors.
 * :func:`run` -- an RDD or DataFrame in, each worker reading its partition as
   its input stream, the output stream back as an RDD or DataFrame.
+* :func:`run_flow` -- a :class:`timelypy.flow.Dataflow` (the seeds' epoch
+  layer) over an RDD, a DataFrame or a partitioned input; its captured
+  ``(epoch, item)`` pairs back as an RDD or DataFrame.
 * :func:`ship_package` -- make timelypy importable on executors that do not
   have it installed.
 * :func:`session` -- a quiet SparkSession with timelypy-friendly settings.
 
-See ``docs/spark.md``.
+Epochs of RDD and DataFrame records come from the record (``epoch_of``) or
+the clock (``epoch_length``), never from a count per worker
+(:mod:`timelypy_spark.epochs`).  See ``docs/spark.md``.
 """
 
 from timelypy_spark.driver import SparkJobError, check_slots, execute
+from timelypy_spark.flow import run_flow
 from timelypy_spark.io import run
 from timelypy_spark.session import session
 from timelypy_spark.ship import ship_package
 
-__all__ = ["execute", "run", "session", "ship_package", "check_slots", "SparkJobError"]
+__all__ = [
+    "execute",
+    "run",
+    "run_flow",
+    "session",
+    "ship_package",
+    "check_slots",
+    "SparkJobError",
+]

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from timelypy.errors import ClusterError, ConfigError, TimelyError
 from timelypy_spark.rendezvous import Rendezvous
-from timelypy_spark.task import TaskSpec, barrier_task
+from timelypy_spark.task import StreamProgram, TaskSpec, barrier_task
 
 __all__ = ["execute", "SparkJobError", "check_slots", "spark_context", "driver_host"]
 
@@ -131,7 +131,7 @@ def execute(
 def run_barrier(
     sc: Any,
     rdd: Any,
-    program: Callable[[Any, Iterator[Any]], Any],
+    program: Callable[[Any, Iterator[Any]], Any] | None,
     workers: int,
     *,
     flatten: bool,
@@ -140,12 +140,17 @@ def run_barrier(
     serializer: str,
     connect_timeout: float,
     action: Callable[[Any], Any],
+    stream_program: StreamProgram | None = None,
 ) -> Any:
     """Run ``program`` as a barrier stage over ``rdd``'s partitions; return ``action``'s value.
 
     ``action(barrier_rdd)`` is the Spark action that runs the stage (a
-    ``collect``, or a ``count`` of a persisted RDD).
+    ``collect``, or a ``count`` of a persisted RDD).  With a
+    ``stream_program`` instead of a ``program``, each task yields the
+    records its worker emits while it runs (see :mod:`timelypy_spark.task`).
     """
+    if (program is None) == (stream_program is None):
+        raise ConfigError("run_barrier needs a program or a stream_program (exactly one)")
     if rdd.getNumPartitions() != workers:
         raise ConfigError(
             f"the input has {rdd.getNumPartitions()} partitions but {workers} workers were "
@@ -162,7 +167,7 @@ def run_barrier(
             return _run_execution(
                 sc, rdd, program, workers, run, execution, secret,
                 flatten=flatten, timeout=timeout, serializer=serializer,
-                connect_timeout=connect_timeout, action=action,
+                connect_timeout=connect_timeout, action=action, stream_program=stream_program,
             )
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt) or execution == attempts:
@@ -178,7 +183,7 @@ def run_barrier(
 def _run_execution(
     sc: Any,
     rdd: Any,
-    program: Callable[[Any, Iterator[Any]], Any],
+    program: Callable[[Any, Iterator[Any]], Any] | None,
     workers: int,
     run: str,
     execution: int,
@@ -189,12 +194,13 @@ def _run_execution(
     serializer: str,
     connect_timeout: float,
     action: Callable[[Any], Any],
+    stream_program: StreamProgram | None,
 ) -> Any:
     rendezvous = Rendezvous(driver_host(sc), secret, run, execution)
     spec = TaskSpec(
         run=run, execution=execution, secret=secret, driver=rendezvous.endpoint,
         workers=workers, serializer=serializer, connect_timeout=connect_timeout,
-        program=program, flatten=flatten,
+        program=program, flatten=flatten, stream_program=stream_program,
     )
     group = f"timelypy-{run}-{execution}"
     outcome: dict[str, Any] = {}

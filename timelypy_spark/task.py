@@ -13,6 +13,13 @@ A barrier stage starts one task per worker, all at once.  Each task:
 4. yields the worker's results as the partition's output, and tells the
    driver ``done``.
 
+A *streaming* program (:attr:`TaskSpec.stream_program`) yields its records
+while the worker runs instead: the worker runs in a thread of the task and
+hands its records, a batch at a time, to ``emit``; the task's generator
+(Spark's thread) yields them from a bounded queue, so Spark writes them out
+as they come and the task never holds more than :data:`STREAM_BATCHES`
+batches.  A worker that outruns Spark's writing waits in ``emit``.
+
 If anything fails, the task sends the exception to the driver (which
 cancels the whole gang and re-raises it) and then fails itself.
 
@@ -22,6 +29,8 @@ by Spark with the rest of the task.
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -35,7 +44,33 @@ from timelypy.errors import ClusterError
 from timelypy.execute import initialize_from
 from timelypy_spark.rendezvous import TaskChannel, execution_tag, local_ip_towards
 
-__all__ = ["TaskSpec", "barrier_task"]
+__all__ = [
+    "TaskSpec",
+    "barrier_task",
+    "EmitBatch",
+    "StreamProgram",
+    "TaskCancelled",
+    "STREAM_BATCHES",
+]
+
+#: Batches a streaming task may hold between its worker and Spark's output.
+STREAM_BATCHES = 64
+#: Seconds between checks while a queue of a streaming task is full or empty.
+POLL = 0.1
+#: Seconds a streaming task waits for its worker thread to stop once it is told to.
+JOIN_WAIT = 10.0
+
+#: ``emit(records)``: hand a batch of output records to the task's output.
+EmitBatch = Callable[[list[Any]], None]
+#: ``program(worker, partition_iterator, emit, cancelled)``: emits records as it goes.
+StreamProgram = Callable[[Any, Iterator[Any], EmitBatch, threading.Event], Any]
+
+
+class TaskCancelled(Exception):
+    """Raised in a streaming task's worker when the task stopped reading its output."""
+
+
+_END = object()
 
 
 @dataclass
@@ -53,6 +88,8 @@ class TaskSpec:
     program: Callable[[Any, Iterator[Any]], Any] | None = None
     #: Yield the program's result's items (True) or the result itself (False).
     flatten: bool = False
+    #: A streaming program, used instead of ``program`` (see the module documentation).
+    stream_program: StreamProgram | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -72,9 +109,18 @@ def barrier_task(spec: TaskSpec) -> Callable[[Iterable[Any]], Iterator[Any]]:
                 reported.append(error)
                 channel.send_error(error, "".join(traceback.format_exception(error)))
 
+        if spec.stream_program is not None:
+            try:
+                yield from _streamed(spec, spec.stream_program, index, channel, partition, report)
+            finally:
+                channel.close()
+            return
         try:
             try:
-                result = _run(spec, index, channel, iter(partition), report)
+                program = spec.program
+                assert program is not None
+                records = iter(partition)
+                result = _run(spec, index, channel, lambda worker: program(worker, records), report)
             except BaseException as exc:
                 report(exc)
                 raise
@@ -89,11 +135,85 @@ def barrier_task(spec: TaskSpec) -> Callable[[Iterable[Any]], Iterator[Any]]:
     return run_partition
 
 
+def _streamed(
+    spec: TaskSpec,
+    program: StreamProgram,
+    index: int,
+    channel: TaskChannel,
+    partition: Iterable[Any],
+    report: Callable[[BaseException], Any],
+) -> Iterator[Any]:
+    """Run the worker in a thread; yield the records it emits as they come.
+
+    Every wait is bounded: the worker's ``emit`` gives up (``TaskCancelled``)
+    once the generator stops, and the generator watches the thread.
+    """
+    batches: queue.Queue[Any] = queue.Queue(STREAM_BATCHES)
+    stop = threading.Event()
+
+    def put(message: Any) -> None:
+        while True:
+            try:
+                batches.put(message, timeout=POLL)
+                return
+            except queue.Full:
+                if stop.is_set():
+                    raise TaskCancelled(
+                        f"worker {index}: the Spark task stopped reading its output"
+                    ) from None
+
+    def report_unless_stopped(error: BaseException) -> None:
+        # Once the generator stopped, the task is ending for a reason of its own;
+        # the worker's resulting TaskCancelled is not worth the driver's attention.
+        if not stop.is_set():
+            report(error)
+
+    def body() -> None:
+        try:
+            records = iter(partition)
+            _run(
+                spec, index, channel,
+                lambda worker: program(worker, records, put, stop),
+                report_unless_stopped,
+            )
+            # Only this thread uses the channel until it ends (ZeroMQ sockets are
+            # not thread-safe); "done" is sent here, before the end is queued.
+            channel.send("done")
+            put(_END)
+        except BaseException as exc:  # handed to the task's thread
+            report_unless_stopped(exc)
+            try:
+                put(exc)
+            except TaskCancelled:
+                pass
+
+    thread = threading.Thread(target=body, name=f"timelypy-spark-worker-{index}", daemon=True)
+    thread.start()
+    try:
+        while True:
+            try:
+                message = batches.get(timeout=POLL)
+            except queue.Empty:
+                if not thread.is_alive() and batches.empty():
+                    error = ClusterError(f"worker {index}: the worker thread ended without a word")
+                    report(error)  # the thread is gone: the channel is this thread's now
+                    raise error from None
+                continue
+            if message is _END:
+                break
+            if isinstance(message, BaseException):
+                raise message
+            yield from message
+    finally:
+        stop.set()
+        thread.join(JOIN_WAIT)
+
+
 def _run(
     spec: TaskSpec,
     index: int,
     channel: TaskChannel,
-    partition: Iterator[Any],
+    func: Callable[[Any], Any],
     report: Callable[[BaseException], Any],
 ) -> Any:
     config = Config.cluster(
@@ -125,9 +245,5 @@ def _run(
     except BaseException:
         network.close()
         raise
-    program = spec.program
-    assert program is not None
-    results = initialize_from(
-        ClusterTransport(network), config, lambda worker: program(worker, partition), report
-    )
+    results = initialize_from(ClusterTransport(network), config, func, report)
     return results[0]

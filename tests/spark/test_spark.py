@@ -106,15 +106,35 @@ def test_dataframe_source_rows_arrive_as_tuples(idle):
     assert sorted(tuple(r) for r in result.collect()) == [(i * 10, f"N{i}") for i in range(20)]
 
 
-def test_epoch_size_splits_each_partition_into_epochs(idle):
+def test_epoch_size_is_gone_and_says_what_to_use(idle):
+    # Epochs of "every N records of this worker" mean different data on each worker.
     rdd = idle.sparkContext.parallelize(range(40), 2)
+    with pytest.raises(ConfigError, match="epoch_size was removed") as info:
+        timelypy_spark.run(idle, lambda scope, xs: xs.count(), rdd, epoch_size=5)
+    assert "epoch_of" in str(info.value) and "epoch_length" in str(info.value)
+
+
+def test_epoch_length_gives_clock_epochs(idle):
+    # Records read within the first hour of the run are all in epoch 0, on every worker.
+    rdd = idle.sparkContext.parallelize(range(40), 2)
+    counts = timelypy_spark.run(
+        idle, lambda scope, xs: xs.count(), rdd, epoch_length=3600, collect=True
+    )
+    assert sorted(counts) == [20, 20]
+
+
+def test_epoch_of_sorts_each_partition_by_epoch(idle):
+    # Each partition holds its records in decreasing epoch order: they are sorted first.
+    records = [(e, x) for e in reversed(range(4)) for x in range(3)]
+    rdd = idle.sparkContext.parallelize(records, 2)
 
     def build(scope: timelypy.Scope, numbers: timelypy.Stream) -> timelypy.Stream:
-        # One count per (worker, epoch): the epochs must hold 5 records each.
-        return numbers.count().map(lambda n: n)
+        return numbers.count()
 
-    counts = timelypy_spark.run(idle, build, rdd, epoch_size=5).collect()
-    assert sorted(counts) == [5] * 8
+    counts = timelypy_spark.run(idle, build, rdd, epoch_of=lambda r: r[0], collect=True)
+    assert sum(counts) == 12 and len(counts) == 4  # one count per (worker, epoch) it saw
+    with pytest.raises(timelypy.InputError, match="presorted=True"):
+        timelypy_spark.run(idle, build, rdd, epoch_of=lambda r: r[0], presorted=True)
 
 
 def test_epoch_of_assigns_epochs_from_records(idle):
@@ -233,8 +253,10 @@ def test_a_task_process_that_dies_stops_the_run(idle):
 
 def test_bad_arguments(idle):
     rdd = idle.sparkContext.parallelize(range(4), 2)
-    with pytest.raises(ConfigError, match="epoch_size or epoch_of"):
-        timelypy_spark.run(idle, lambda s, x: x, rdd, epoch_size=2, epoch_of=lambda r: 0)
+    with pytest.raises(ConfigError, match=r"epoch_of .* or epoch_length .*, not both"):
+        timelypy_spark.run(idle, lambda s, x: x, rdd, epoch_length=2, epoch_of=lambda r: 0)
+    with pytest.raises(ConfigError, match="epoch_length must be a positive number"):
+        timelypy_spark.run(idle, lambda s, x: x, rdd, epoch_length=0)
     with pytest.raises(ConfigError, match="RDD or a DataFrame"):
         timelypy_spark.run(idle, lambda s, x: x, [1, 2, 3])
     with pytest.raises(ConfigError, match="return the output stream"):

@@ -1,0 +1,248 @@
+"""A :class:`timelypy.flow.Dataflow` on Spark: ``run_flow(spark, flow, source, workers=N)``.
+
+The seeds' epoch-level flows (``map``, ``reduce_epoch``, ``stateful_map``,
+``capture``...) run here exactly as :func:`timelypy.flow.run` runs them,
+with each worker one long-lived task of a single Spark barrier stage (the
+machinery of :func:`timelypy_spark.execute`: slot check, rendezvous on the
+driver, ZeroMQ between the tasks, errors back as themselves).  Every task
+runs :func:`timelypy.flow.driver.flow_program` on its worker, with
+``collect_on=None``: each worker keeps the items its ``capture()`` steps see
+(no exchange to one worker) and its task *yields* them as ``(epoch, item)``
+while the flow runs, through a bounded queue, so no task holds its whole
+output.  Those records are the result: an RDD of ``(epoch, item)``, a
+DataFrame (given a ``schema``), or a list (``collect=True``).
+
+Where the items come from (``source``):
+
+* **an RDD** -- repartitioned to ``workers`` partitions if needed; worker
+  ``i`` reads partition ``i``.
+* **a DataFrame** -- its rows, as tuples (``row_type="dict"``: dicts).
+* **an input config** (a :class:`~timelypy.flow.inputs.PartitionedInputConfig`,
+  or a :class:`~timelypy.flow.inputs.ManualInputConfig`), or ``None`` for the
+  flow's own ``input`` step -- read inside the tasks as
+  :func:`timelypy.flow.run_cluster` reads it: every partition by exactly one
+  worker, its primary, agreed among the tasks; its readers' ``AdvanceTo``
+  give the epochs.  The barrier stage then runs over an empty RDD of
+  ``workers`` partitions.
+
+Epochs of RDD and DataFrame records (:mod:`timelypy_spark.epochs`) mean the
+same data on every worker: ``epoch_of(record)`` (each partition is sorted by
+it in its task first, unless ``presorted=True``), ``epoch_length`` seconds of
+clock time, or neither: everything in epoch 0.  Never "every N records".
+
+Captures with an output config (``ManualOutputConfig``,
+``PartitionedOutputConfig``...) write from inside the tasks, on the
+executors; only captures without one feed the result.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from timelypy.errors import ConfigError, FlowError
+from timelypy.flow.dataflow import Dataflow
+from timelypy.flow.driver import flow_program
+from timelypy.flow.inputs import InputConfig, ManualInputConfig, epochs_from_pairs
+from timelypy_spark.driver import run_barrier, spark_context
+from timelypy_spark.epochs import Epochs, memory_mb
+from timelypy_spark.io import as_rdd, materialize, row_converter, session_of
+from timelypy_spark.task import EmitBatch, StreamProgram
+
+__all__ = ["run_flow", "flow_rows", "frame_schema"]
+
+
+def run_flow(
+    spark: Any,
+    flow: Dataflow,
+    source: Any = None,
+    workers: int | None = None,
+    *,
+    epoch_of: Callable[[Any], int] | None = None,
+    epoch_length: float | datetime.timedelta | None = None,
+    presorted: bool = False,
+    schema: Any = None,
+    epoch_column: str | None = "epoch",
+    row_type: str = "tuple",
+    timeout: float | None = None,
+    attempts: int = 0,
+    serializer: str = "msgpack",
+    connect_timeout: float = 60.0,
+    collect: bool = False,
+) -> Any:
+    """Run ``flow`` on ``workers`` Spark tasks; return what its ``capture()`` steps see.
+
+    ``source`` is an RDD, a DataFrame, an input config, or ``None`` (the
+    flow's own ``input`` step); see the module documentation.  ``workers``
+    defaults to the RDD's partition count, or Spark's default parallelism
+    for an input config.
+
+    Epochs of RDD and DataFrame records: ``epoch_of(record) -> int`` (each
+    partition sorted by it, stably, unless ``presorted=True``), or
+    ``epoch_length`` seconds (or a ``timedelta``) of clock time from the
+    start of the run, or neither: one epoch, 0.
+
+    The result: an RDD of ``(epoch, item)`` pairs, persisted, so that later
+    actions do not run the flow again; with a ``schema`` (the *item's*
+    columns: a DDL string or a ``StructType``), a DataFrame whose rows are
+    ``(epoch, *item)`` -- a leading ``epoch_column`` (``long``; ``None``
+    leaves it out) then the item's fields (a tuple's elements, a dict's
+    values by name, or the item itself for one column); with
+    ``collect=True``, a list of the pairs on the driver.
+
+    ``timeout``, ``attempts``, ``serializer`` and ``connect_timeout`` are as
+    for :func:`timelypy_spark.execute`.  A user function that raises in any
+    task is re-raised here as itself, with notes naming the step and worker.
+
+    >>> # counts = timelypy_spark.run_flow(spark, flow, lines, workers=2).collect()
+    """
+    if not isinstance(flow, Dataflow):
+        raise FlowError(f"run_flow needs a timelypy.flow.Dataflow, got {flow!r}")
+    if collect and schema is not None:
+        raise ConfigError("collect=True returns a list; it cannot also make a DataFrame")
+    if epoch_column is not None and (not isinstance(epoch_column, str) or not epoch_column):
+        raise ConfigError(f"epoch_column must be a column name or None, got {epoch_column!r}")
+    sc = spark_context(spark)
+    own = flow.input_config
+    if source is None or isinstance(source, InputConfig):
+        if source is None and own is None:
+            raise FlowError(
+                "the flow has no input: pass a source (an RDD, a DataFrame or an input config) "
+                "or start the flow with flow.input(step_id, input_config)"
+            )
+        if source is not None and own is not None:
+            raise FlowError("the flow already has an input step; run it with source=None")
+        if epoch_of is not None or epoch_length is not None or presorted:
+            raise ConfigError(
+                "epoch_of, epoch_length and presorted apply to RDD and DataFrame records; an "
+                "input config's readers give their epochs with AdvanceTo"
+            )
+        config = source if source is not None else own
+        assert config is not None
+        workers = int(sc.defaultParallelism) if workers is None else workers
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+            raise ConfigError(f"workers must be a positive int, got {workers!r}")
+        rdd = sc.parallelize([], workers)
+        program = _config_program(flow, config)
+    else:
+        if own is not None:
+            raise FlowError(
+                "the flow already has an input step; run it with source=None, or build it "
+                "without flow.input to read an RDD or a DataFrame"
+            )
+        epochs = Epochs.of(
+            epoch_of, epoch_length, presorted=presorted, sort_memory_mb=memory_mb(sc.getConf())
+        )
+        convert = row_converter(source, row_type)
+        rdd = as_rdd(source, workers, "run_flow()")
+        workers = rdd.getNumPartitions()
+        program = _records_program(flow, epochs, convert)
+    output_schema = None if schema is None else frame_schema(spark, schema, epoch_column)
+    output = run_barrier(
+        sc,
+        rdd,
+        None,
+        workers,
+        flatten=True,
+        timeout=timeout,
+        attempts=attempts,
+        serializer=serializer,
+        connect_timeout=connect_timeout,
+        action=(lambda barrier_rdd: barrier_rdd.collect()) if collect else materialize,
+        stream_program=program,
+    )
+    if output_schema is None:
+        return output
+    rows = output.mapPartitions(lambda pairs: flow_rows(pairs, epoch_column))
+    return session_of(spark).createDataFrame(rows, output_schema)
+
+
+def frame_schema(spark: Any, schema: Any, epoch_column: str | None) -> Any:
+    """The result DataFrame's ``StructType``: ``epoch_column`` (long), then ``schema``'s fields.
+
+    ``schema`` is a DDL string or a ``StructType`` (an atomic type such as
+    ``"string"`` is one column, ``value``).
+    """
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    if isinstance(schema, StructType):
+        struct = schema
+    else:
+        struct = session_of(spark).createDataFrame([], schema).schema
+    if epoch_column is None:
+        return struct
+    if epoch_column in struct.fieldNames():
+        raise ConfigError(
+            f"the schema already has a column {epoch_column!r}: name the epoch column "
+            "otherwise (epoch_column=...) or leave it out (epoch_column=None)"
+        )
+    return StructType([StructField(epoch_column, LongType(), False), *struct.fields])
+
+
+def flow_rows(pairs: Iterable[tuple[int, Any]], epoch_column: str | None) -> Iterator[Any]:
+    """DataFrame rows for ``(epoch, item)`` pairs: ``(epoch, *item)``, or the item alone.
+
+    A tuple or list item gives its elements, a dict item its fields by name,
+    anything else one column; ``epoch_column=None`` leaves the epoch out.
+
+    >>> list(flow_rows([(0, ("a", 2)), (1, 7)], "epoch"))
+    [(0, 'a', 2), (1, 7)]
+    >>> list(flow_rows([(3, {"word": "a"})], "epoch"))
+    [{'epoch': 3, 'word': 'a'}]
+    >>> list(flow_rows([(3, ("a", 2)), (4, 7)], None))
+    [('a', 2), (7,)]
+    """
+    for epoch, item in pairs:
+        if isinstance(item, (tuple, list)):
+            yield tuple(item) if epoch_column is None else (epoch, *item)
+        elif isinstance(item, dict):
+            yield item if epoch_column is None else {epoch_column: epoch, **item}
+        else:
+            yield (item,) if epoch_column is None else (epoch, item)
+
+
+def _collector(emit: EmitBatch) -> Callable[[int, list[Any]], None]:
+    def collect(epoch: int, items: list[Any]) -> None:
+        emit([(epoch, item) for item in items])
+
+    return collect
+
+
+def _config_program(flow: Dataflow, config: InputConfig) -> StreamProgram:
+    """Each task a worker of the flow, reading ``config`` (primaries agreed among the tasks)."""
+
+    def program(
+        worker: Any, partition: Iterator[Any], emit: EmitBatch, cancelled: threading.Event
+    ) -> None:
+        flow_program(flow, config, _collector(emit), collect_on=None, cancelled=cancelled)(worker)
+
+    return program
+
+
+def _records_program(
+    flow: Dataflow, epochs: Epochs, convert: Callable[[Any], Any] | None
+) -> StreamProgram:
+    """Each task a worker of the flow, reading its own partition at the records' epochs."""
+
+    def program(
+        worker: Any, partition: Iterator[Any], emit: EmitBatch, cancelled: threading.Event
+    ) -> None:
+        records = partition if convert is None else map(convert, partition)
+
+        def input_builder(
+            worker_index: int, worker_count: int, resume_epoch: int
+        ) -> Iterator[Any]:
+            where = f"the partition of worker {worker_index}"
+            return epochs_from_pairs(epochs.pairs(records, where), resume_epoch)
+
+        flow_program(
+            flow,
+            ManualInputConfig(input_builder),
+            _collector(emit),
+            collect_on=None,
+            cancelled=cancelled,
+        )(worker)
+
+    return program
