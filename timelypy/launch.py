@@ -101,7 +101,9 @@ def parse_launch_args(argv: Sequence[str]) -> LaunchOptions | None:
 
     >>> parse_launch_args(["-w", "2", "prog.py", "--", "-n", "5"])
     LaunchOptions(processes=2, workers=2, hostfile=None, serializer=None, script='prog.py', \
-args=('--', '-n', '5'))
+args=('--', '-n', '5'), module=False)
+    >>> parse_launch_args(["-n", "3", "-m", "timelypy.flow", "wordcount:flow"]).module
+    True
     """
     argv = list(argv)
     module = "-m" in argv
