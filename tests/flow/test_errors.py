@@ -250,3 +250,32 @@ def test_leaving_run_early_returns_at_once():
     while any(t.name == "timelypy-flow" for t in threading.enumerate()):
         assert time.monotonic() < deadline, "the flow's thread is still running"
         time.sleep(0.05)
+
+
+def test_a_caller_that_does_not_read_holds_the_workers_back(monkeypatch):
+    """The captured items waiting for ``run``'s caller stay bounded: the input is not drained."""
+    import importlib
+    import itertools
+
+    from timelypy.flow.inputs import single_batch
+
+    monkeypatch.setattr(importlib.import_module("timelypy.flow.run"), "QUEUE_ITEMS", 100)
+    pulled = itertools.count()
+
+    def source():
+        for i in itertools.count():
+            next(pulled)
+            yield i
+
+    flow = Dataflow()
+    flow.map(lambda x: x)
+    flow.capture()
+    results = run(flow, single_batch(source()))
+    first = next(results)
+    assert first[0] == 0
+    time.sleep(0.5)  # the worker runs on while we do not read
+    waiting = next(pulled)
+    time.sleep(0.5)
+    assert next(pulled) - waiting <= 1 + 2, "the worker kept reading input nobody consumed"
+    assert waiting < 100 + 2 * 1024 + 10  # the bound, one batch over it, and a pull in flight
+    results.close()

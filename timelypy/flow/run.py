@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import logging
 import pickle
-import queue
 import secrets
 import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -47,12 +47,65 @@ __all__ = ["run", "run_cluster", "cluster_main", "spawn_cluster"]
 
 log = logging.getLogger("timelypy.flow")
 
-#: Batches of captured items waiting for the caller of ``run`` before workers wait.
-QUEUE_BATCHES = 64
+#: Captured items waiting for the caller of ``run`` before the workers wait for it.
+QUEUE_ITEMS = 65_536
 #: Seconds the helper processes of ``run_cluster`` get to exit after the run.
 CHILD_EXIT_SECONDS = 10.0
 
 _DONE = object()
+
+
+class _Handoff:
+    """Captured batches from the worker thread to the caller's, bounded by item count.
+
+    A :class:`queue.Queue` takes two locks and a notify per batch, which is
+    most of the cost of one-item epochs; here a batch is a ``deque.append``
+    (atomic under the GIL) and the events are touched only when the other
+    side is asleep.  Each side clears its event, checks again, then waits,
+    so a wake-up is never lost.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.batches: deque[Any] = deque()
+        # Items put and items taken: each written by one thread only, so no lock.
+        self.put_items = 0
+        self.got_items = 0
+        self.ready = threading.Event()
+        self.room = threading.Event()
+
+    def put(self, message: Any, size: int, cancelled: threading.Event) -> bool:
+        """Queue ``message``; wait while too many items are queued. False if cancelled."""
+        self.batches.append(message)
+        self.put_items += size
+        if not self.ready.is_set():
+            self.ready.set()
+        while self.put_items - self.got_items > self.limit:
+            if cancelled.is_set():
+                return False
+            self.room.clear()
+            if self.put_items - self.got_items > self.limit:
+                self.room.wait(0.1)
+        return not cancelled.is_set()
+
+    def get(self, timeout: float) -> Any:
+        """The next message, or ``_EMPTY`` after ``timeout`` seconds without one."""
+        batches = self.batches
+        if not batches:
+            self.ready.clear()
+            if not batches and not self.ready.wait(timeout):
+                return _EMPTY
+            if not batches:
+                return _EMPTY
+        message = batches.popleft()
+        if type(message) is tuple:
+            self.got_items += len(message[1])
+        if not self.room.is_set() and self.put_items - self.got_items <= self.limit // 2:
+            self.room.set()
+        return message
+
+
+_EMPTY = object()
 
 
 def _input(flow: Dataflow, inp: Any) -> InputConfig | PairsInput:
@@ -96,17 +149,12 @@ def _stream(
     source = _input(flow, inp)
     _positive(proc_count, "proc_count")
     _positive(worker_count_per_proc, "worker_count_per_proc")
-    captured: queue.Queue[Any] = queue.Queue(QUEUE_BATCHES)
+    captured = _Handoff(QUEUE_ITEMS)
     cancelled = threading.Event()
 
     def collect(epoch: int, items: list[Any]) -> None:
-        while True:
-            try:
-                captured.put((epoch, items), timeout=0.1)
-                return
-            except queue.Full:
-                if cancelled.is_set():
-                    raise FlowCancelled("the caller stopped reading the flow's output") from None
+        if not captured.put((epoch, items), len(items), cancelled):
+            raise FlowCancelled("the caller stopped reading the flow's output")
 
     program = flow_program(flow, source, collect, collect_on=0, cancelled=cancelled)
     children: list[subprocess.Popen[bytes]] = []
@@ -124,12 +172,7 @@ def _stream(
         ).start()
 
     def hand_over(message: Any) -> None:
-        while not cancelled.is_set():
-            try:
-                captured.put(message, timeout=0.1)
-                return
-            except queue.Full:
-                pass
+        captured.put(message, 0, cancelled)
 
     def body() -> None:
         try:
@@ -142,9 +185,8 @@ def _stream(
     thread.start()
     try:
         while True:
-            try:
-                message = captured.get(timeout=0.25)
-            except queue.Empty:
+            message = captured.get(0.25)
+            if message is _EMPTY:
                 continue
             if message is _DONE:
                 break
