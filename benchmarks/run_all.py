@@ -10,6 +10,8 @@ bytewax state left over from another), in this order:
   ``Tracker.propagate_all`` as graphs grow, and its growth exponent;
 - ``codec_bench``: the wire codecs against plain msgpack;
 - ``runtime_bench``: timelypy's runtime against plain Python and bytewax;
+- ``flow_bench``: the epoch layer ``timelypy.flow`` against plain Python and
+  bytewax (``--no-cluster`` leaves out its 2-thread and 2-process rows);
 - ``cluster_bench``: several processes over ZeroMQ against their limits,
   unless ``--no-cluster`` is given;
 - ``spark_bench``: wordcount with timelypy workers as Spark tasks against
@@ -26,7 +28,7 @@ column. The benchmarks that report a slowdown (``codec_bench``, candidate time
 / limit time) are inverted to that convention. The progress rows quote the
 largest graph and the fitted growth exponent instead, and the cluster rows
 their own ratio, whose meaning differs by measurement (its legend line says
-how). The runtime goals come last.
+how). The runtime and flow goals come last.
 
 A benchmark that fails is reported in the table, the others still run, and
 the exit status is 1.
@@ -155,7 +157,7 @@ def summarize_codec(name: str, text: str) -> list[Row]:
 
 def summarize_runtime(name: str, text: str) -> list[Row]:
     """Rows for runtime_bench: its main table (already a speed relative to plain Python)."""
-    table = markdown_tables(text)[0]
+    table = markdown_tables(text)[0]  # flow_bench's main table has the same columns
     return [
         [name, r["workload"], r["candidate"], r["throughput"], r["speed vs plain"], "plain Python"]
         for r in table
@@ -217,6 +219,17 @@ def benchmarks(args: argparse.Namespace) -> list[Benchmark]:
             [*quick, *repeat, "--markdown", *(["--no-bytewax"] if args.no_bytewax else [])],
             summarize_runtime,
         ),
+        Benchmark(
+            "flow_bench",
+            [
+                *quick,
+                *repeat,
+                "--markdown",
+                *(["--no-bytewax"] if args.no_bytewax else []),
+                *(["--no-cluster"] if args.no_cluster else []),
+            ],
+            summarize_runtime,
+        ),
     ]
     if not args.no_cluster:
         runs.append(Benchmark("cluster_bench", [*quick, *repeat, "--markdown"], summarize_cluster))
@@ -228,9 +241,7 @@ def benchmarks(args: argparse.Namespace) -> list[Benchmark]:
                 file=sys.stderr,
             )
         else:
-            runs.append(
-                Benchmark("spark_bench", [*quick, *repeat, "--markdown"], summarize_spark)
-            )
+            runs.append(Benchmark("spark_bench", [*quick, *repeat, "--markdown"], summarize_spark))
     return runs
 
 
@@ -266,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = f"{os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "unknown"
     heading = "## " if args.markdown else "== "
     rows: list[Row] = []
-    goals = ""
+    goals: list[tuple[str, str]] = []
     failed = False
     for bench in benchmarks(args):
         status, text = run(bench)
@@ -284,8 +295,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             failed = True
             rows.append([bench.name, "", "", f"unreadable output ({exc})", "", ""])
             continue
-        if bench.name == "runtime_bench":
-            goals = text[text.find("\ngoals (") + 1 :] if "\ngoals (" in text else ""
+        if bench.name in ("runtime_bench", "flow_bench") and "\ngoals (" in text:
+            goals.append((bench.name, text[text.find("\ngoals (") + 1 :]))
 
     print(
         f"{heading}combined: {'quick (1/10 size)' if args.quick else 'full size'}, "
@@ -293,9 +304,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({platform.machine()}), Python {platform.python_version()}\n"
     )
     print(format_table(rows, COLUMNS, markdown=args.markdown))
-    if goals:
+    for name, text in goals:
         print()
-        print(rerender(goals.rstrip(), args.markdown))
+        print(f"{name} {rerender(text.rstrip(), args.markdown)}")
     return 1 if failed else 0
 
 

@@ -85,9 +85,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             source = sc.textFile(",".join(paths), cores)
             if source.getNumPartitions() != cores:
                 source = source.repartition(cores)
-            return dict(
-                timelypy_spark.run(spark, count_words, source, workers=cores, collect=True)
-            )
+            return dict(timelypy_spark.run(spark, count_words, source, workers=cores, collect=True))
 
         candidates = {
             "timelypy_spark": with_timelypy,
@@ -113,7 +111,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         for name, stat in stats.items()
     ]
     print_table(
-        rows, ["workload", "candidate", "median s", "words/s", "timelypy speed-up"],
+        rows,
+        ["workload", "candidate", "median s", "words/s", "timelypy speed-up"],
         markdown=args.markdown,
     )
     return rows

@@ -8,12 +8,13 @@ never started here.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import sys
 from datetime import timedelta
 
 import pytest
 
-from benchmarks import _data
+from benchmarks import _data, flow_bench
 from benchmarks._harness import format_table, measure, measure_interleaved
 from benchmarks.peers import bytewax_peer, plain
 from benchmarks.peers.plain import is_even, triple
@@ -128,3 +129,43 @@ def test_missing_bytewax_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "bytewax.dataflow", None)
     with pytest.raises(ImportError, match=r"pip install -e '\.\[bench\]'"):
         bytewax_peer.map_filter([1], triple, is_even)
+
+
+def test_flow_bench_candidates_agree_on_a_tiny_input(corpus):
+    has_bytewax = importlib.util.find_spec("bytewax") is not None
+    workloads = flow_bench.build_workloads(
+        corpus[0][:60], epochs=7, ordered=40, bytewax=has_bytewax, cluster=False
+    )
+    assert [w.name for w in workloads] == list(flow_bench.WORKLOADS)
+    for w in workloads:
+        assert (w.bytewax_name() is not None) == has_bytewax
+        w.measure(repeat=1, warmup=0)
+        w.check()
+    (epochs_workload,) = flow_bench.build_workloads(
+        corpus[0][:60], epochs=7, bytewax=False, cluster=False, only=["wordcount_1000_epochs"]
+    )
+    epochs = {epoch for epoch, _ in epochs_workload.candidates["timelypy"]()}
+    assert epochs == set(range(8))  # 60 // 7 = 8 lines per epoch: 7 full epochs and 4 lines
+
+
+def test_flow_bench_check_rejects_a_wrong_result(corpus):
+    (w,) = flow_bench.build_workloads(
+        corpus[0][:20], bytewax=False, cluster=False, only=["wordcount_1_epoch"]
+    )
+    w.candidates["timelypy"] = lambda: flow_bench.plain_wordcount([(0, "one more line")])
+    w.measure(repeat=1, warmup=0)
+    with pytest.raises(AssertionError, match="different result from plain Python"):
+        w.check()
+
+
+def test_flow_bench_main_and_profile_run_on_a_tiny_corpus(capsys):
+    if importlib.util.find_spec("bytewax") is None:
+        args = ["--no-bytewax"]
+    else:
+        args = []
+    assert flow_bench.main(["--scale", "4000", "--repeat", "1", "--no-cluster", *args]) == 0
+    out = capsys.readouterr().out
+    assert "goals (" in out and "wordcount_1000_epochs" in out
+    assert flow_bench.main(["--profile", "--scale", "4000", "--workload", "fully_ordered"]) == 0
+    out = capsys.readouterr().out
+    assert "fully_ordered, worker thread" in out and "fully_ordered, calling thread" in out

@@ -38,7 +38,6 @@ from timelypy.dataflow import Exchange
 DEFAULTS = {"words": 1_000_000, "reps": 3, "profile": "", "gc": 1}
 
 
-
 def main() -> None:
     config, params = parse(sys.argv, DEFAULTS)
     n, reps = params["words"], params["reps"]

@@ -116,7 +116,6 @@ def count_words(cap, info):
     return logic
 
 
-
 def main() -> None:
     config, params = parse(sys.argv, DEFAULTS)
     n, reps, combined = params["lines"], params["reps"], bool(params["combine"])

@@ -1,0 +1,782 @@
+r"""timelypy.flow (the seeds' epoch layer) against bytewax 0.21.1 and plain Python.
+
+    python -m benchmarks.flow_bench [--quick] [--repeat N] [--markdown]
+                                    [--no-bytewax] [--no-cluster]
+                                    [--workload NAME ...] [--profile [--top N]]
+
+Every candidate does the same work on the same data in the same run; they are
+timed interleaved (one untimed warm-up round, then ``--repeat`` rounds) and
+every result is checked against plain Python's before any time is quoted.
+
+Data. The lines are the corpus's own lines (``benchmarks._data``: 200,000
+lines of 10 words each, 2,000,000 words), the same list for every peer;
+``--quick`` takes the first tenth. The user's functions are those of seed
+004's wordcount: ``lower`` (``str.lower``), ``tokenize`` (the seed's
+``re.findall(r'[^\s!,.?":;0-9]+', line)``), ``initial_count`` (``word ->
+(word, 1)``) and ``operator.add``. Inputs are built before timing: timelypy
+gets a list of ``(epoch, item)`` pairs, bytewax a list read in slices of
+1,000 items (``bytewax_peer.list_source``; its docstring says why), plain
+Python the same pairs as timelypy.
+
+Workloads (throughput counts words, items or epochs):
+
+- ``wordcount_1_epoch``: every line in epoch 0; lower -> tokenize -> (word,
+  1) -> per-key sum -> output. timelypy: seed 004's flow, ``map(lower)``,
+  ``flat_map(tokenize)``, ``map(initial_count)``, ``reduce_epoch(add)``,
+  ``capture()``, run with ``run``. bytewax: ``op.map``, ``op.flat_map``,
+  ``op.map``, ``op.reduce_final(add)``, ``op.output``. ``reduce_final`` emits
+  each key's sum when its input ends, which with a single epoch is exactly
+  when ``reduce_epoch`` emits (the epoch closes at the end of the input); it
+  is what ``count_final`` uses inside, and it pre-aggregates each batch in a
+  dict before its keyed state, as ``reduce_epoch`` combines before its
+  exchange, so both sides get their engine's fast path.
+- ``wordcount_1000_epochs``: the same flow, the lines split into 1,000
+  consecutive epochs by line number (line ``i`` is in epoch ``i // 200``,
+  200 lines or 2,000 words per epoch; ``--quick``: 20 lines); the result is
+  one ``(word, count)`` per word and epoch (783,422 at full size). bytewax
+  0.21 has no user epochs (its epochs are an internal snapshot cadence), so
+  its equivalent is an event-time tumbling window: each line carries the
+  timestamp ``ALIGN + epoch seconds`` (a ``datetime`` made once per epoch,
+  before timing), the steps are the same functions wrapped to carry it
+  along, and ``fold_window`` (``TumblingWindower(1 s, ALIGN)``, folder
+  ``add(acc, 1)``, merger ``add``) keyed by the word gives ``(word,
+  (window_id, count))`` with ``window_id`` = the epoch. The ``EventClock``
+  takes its "system" time from a constant (``now_getter``), so the watermark
+  is exactly the latest epoch seen: a window closes when the first line of
+  a later epoch arrives, as an epoch does, and never because the machine was
+  slow (with the wall clock a slow run could drop lines as late). It keeps
+  the default ``to_system_utc``, so bytewax wakes every key with an open
+  window and emits its count as soon as the window closes, not only at the
+  end of the input.
+- ``stateful_map``: a running count per key over the corpus's words as
+  ``(word, 1)`` items (2,000,000), all in epoch 0; one output per item.
+  timelypy: ``stateful_map("running", builder, running_count)`` with
+  ``builder = key -> 0`` and ``running_count(count, v) -> (count + v, count
+  + v)``; bytewax: ``op.stateful_map`` (its mapper gets ``None`` for a new
+  key, so the same function starts from ``count or 0``); plain Python: a dict
+  of states and the same two functions.
+- ``fully_ordered``: 100,000 ints (``--quick``: 10,000), one per epoch
+  (``fully_ordered``), through ``map(add_one)`` and ``capture``; throughput
+  is epochs (= items) per second. bytewax's equivalent is
+  ``bytewax_peer.epoch_round_trip``: one-item batches with
+  ``epoch_interval=0``, so that each item is its own bytewax epoch and the
+  input reads the next only after the frontier has passed the previous one
+  (its docstring has the details). ``bytewax own epochs`` is shown for
+  scale: the same map and output with bytewax's default cadence (1,000-item
+  batches, one epoch per 10 s), i.e. *not* one epoch per item; the goal is
+  judged against the one-epoch-per-item candidate.
+
+Candidates: ``plain`` (the limit: the user's functions called once per
+record in a plain loop, the dict fold included), ``timelypy`` (``run``, one
+worker), bytewax (one worker, ``bytewax.testing.run_main``) and, for
+``wordcount_1_epoch`` unless ``--no-cluster``, ``timelypy 2 threads``
+(``run_cluster(flow, pairs, 1, 2)``) and ``timelypy 2 procs``
+(``run_cluster(flow, pairs, 2, 1)``, helper process start-up included). With
+an iterable of pairs only worker 0 reads, lowers and tokenizes; the other
+worker only sums its share of the keys, so these show the cost of the
+exchange more than a speed-up.
+
+The tables are ``runtime_bench``'s: median time, throughput at the median,
+**speed vs plain** (plain's median / the candidate's), **vs bytewax**
+(bytewax's median / the candidate's), the same two by CPU time of this
+process (helper processes not counted) and the spread. The goals of the
+flow issue follow: timelypy >= 3x bytewax on both wordcounts, >= bytewax's
+epochs/s with ``fully_ordered``; met or not by the wall-clock medians.
+
+``--profile`` runs timelypy's candidate of each workload once under
+cProfile (after a warm-up) instead of timing, in both threads ``run`` uses:
+the worker thread that runs the dataflow and the calling thread that reads
+the captured items from its queue. Shares are of each thread's own profiled
+total; calls are also quoted per unit (per 1,024-item input pull, or per
+epoch). cProfile charges a fixed cost per Python call, so it overstates code
+made of many small calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import importlib.util
+import logging
+import math
+import pstats
+import re
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from operator import add
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import _data
+from benchmarks._harness import Stats, fmt_ratio, print_table
+from benchmarks.peers import bytewax_peer
+from benchmarks.peers.plain import add_one
+from benchmarks.runtime_bench import COLUMNS, GOAL_COLUMNS, Workload, machine
+from timelypy.flow import Dataflow, run, run_cluster
+from timelypy.flow.driver import PULL_LIMIT
+
+logger = logging.getLogger("benchmarks.flow_bench")
+
+EPOCHS = 1_000
+ORDERED_ITEMS = 100_000
+WORKLOADS = ("wordcount_1_epoch", "wordcount_1000_epochs", "stateful_map", "fully_ordered")
+#: Where bytewax's event time starts: epoch ``e`` is ``ALIGN + e`` seconds.
+ALIGN = datetime(2024, 1, 1, tzinfo=UTC)
+PROFILE_COLUMNS = ["function", "calls", "calls/unit", "own", "inclusive"]
+
+#: The goals of the flow issue: (workload, target speed vs bytewax), candidate ``timelypy``.
+GOALS: list[tuple[str, float]] = [
+    ("wordcount_1_epoch", 3.0),
+    ("wordcount_1000_epochs", 3.0),
+    ("fully_ordered", 1.0),
+]
+
+Normalized = Counter[tuple[Any, ...]]
+
+# -- the user's functions (seed 004's wordcount, a running count) --------------
+
+_TOKEN = re.compile(r'[^\s!,.?":;0-9]+')
+
+
+def lower(line: str) -> str:
+    """Seed 004's ``lower``."""
+    return line.lower()
+
+
+def tokenize(line: str) -> list[str]:
+    """Seed 004's ``tokenize``.
+
+    >>> tokenize('To be, or not: "to be"?')
+    ['To', 'be', 'or', 'not', 'to', 'be']
+    """
+    return _TOKEN.findall(line)
+
+
+def initial_count(word: str) -> tuple[str, int]:
+    """Seed 004's ``initial_count``."""
+    return word, 1
+
+
+def builder(key: str) -> int:
+    """The running count's initial state."""
+    return 0
+
+
+def running_count(count: int | None, value: int) -> tuple[int, int]:
+    """Add ``value`` to the key's count; emit the new count (``None``: a new key, bytewax)."""
+    count = (count or 0) + value
+    return count, count
+
+
+# -- plain Python: the limit ----------------------------------------------------
+
+_MISSING: Any = object()
+
+
+def plain_wordcount(pairs: Iterable[tuple[int, str]]) -> list[tuple[int, tuple[str, int]]]:
+    """Seed 004's flow as a loop: ``(epoch, (word, count))`` per word and epoch.
+
+    ``pairs`` are ``(epoch, line)`` in epoch order.
+
+    >>> plain_wordcount([(0, "A b a"), (1, "b")])
+    [(0, ('a', 2)), (0, ('b', 1)), (1, ('b', 1))]
+    """
+    out: list[tuple[int, tuple[str, int]]] = []
+    acc: dict[str, int] = {}
+    current: int | None = None
+    for epoch, line in pairs:
+        if epoch != current:
+            out += [(current, kv) for kv in acc.items()]
+            acc = {}
+            current = epoch
+        get = acc.get
+        for word in tokenize(lower(line)):
+            key, value = initial_count(word)
+            old = get(key, _MISSING)
+            acc[key] = value if old is _MISSING else add(old, value)
+    out += [(current, kv) for kv in acc.items()]
+    return out
+
+
+def plain_stateful_map(pairs: Iterable[tuple[int, tuple[str, int]]]) -> list[Any]:
+    """``stateful_map(builder, running_count)`` as a loop: ``(epoch, (key, output))``.
+
+    >>> plain_stateful_map([(0, ("a", 1)), (0, ("b", 1)), (0, ("a", 1))])
+    [(0, ('a', 1)), (0, ('b', 1)), (0, ('a', 2))]
+    """
+    states: dict[str, Any] = {}
+    get = states.get
+    out: list[Any] = []
+    append = out.append
+    for epoch, (key, value) in pairs:
+        state = get(key, _MISSING)
+        if state is _MISSING:
+            state = builder(key)
+        new, output = running_count(state, value)
+        states[key] = new
+        append((epoch, (key, output)))
+    return out
+
+
+def plain_map(pairs: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``map(add_one)`` as a comprehension: ``(epoch, add_one(x))``."""
+    return [(epoch, add_one(x)) for epoch, x in pairs]
+
+
+# -- timelypy.flow --------------------------------------------------------------
+
+
+def wordcount_flow() -> Dataflow:
+    """Seed 004's flow."""
+    flow = Dataflow()
+    flow.map(lower)
+    flow.flat_map(tokenize)
+    flow.map(initial_count)
+    flow.reduce_epoch(add)
+    flow.capture()
+    return flow
+
+
+def stateful_map_flow() -> Dataflow:
+    """A running count per key."""
+    flow = Dataflow()
+    flow.stateful_map("running", builder, running_count)
+    flow.capture()
+    return flow
+
+
+def map_flow() -> Dataflow:
+    """``map(add_one)`` then ``capture``."""
+    flow = Dataflow()
+    flow.map(add_one)
+    flow.capture()
+    return flow
+
+
+def timelypy_run(make: Callable[[], Dataflow], pairs: Sequence[Any]) -> list[Any]:
+    """``list(run(flow, pairs))`` on one worker."""
+    return list(run(make(), pairs))
+
+
+def timelypy_cluster(
+    make: Callable[[], Dataflow], pairs: Sequence[Any], procs: int, threads: int
+) -> list[Any]:
+    """``run_cluster(flow, pairs, procs, threads)``."""
+    return run_cluster(make(), pairs, procs, threads)
+
+
+# -- bytewax 0.21.1 -------------------------------------------------------------
+
+
+def _bytewax_run(build: Callable[[Any, Any, Any], None], name: str, **kwargs: Any) -> list[Any]:
+    """Build a flow with ``build(flow, op, sink)``, run it on one worker, return the sink."""
+    dataflow = bytewax_peer._bytewax("dataflow")
+    op = bytewax_peer._bytewax("operators")
+    testing = bytewax_peer._bytewax("testing")
+    out: list[Any] = []
+    flow = dataflow.Dataflow(name)
+    build(flow, op, testing.TestingSink(out))
+    testing.run_main(flow, **kwargs)
+    return out
+
+
+def bytewax_wordcount(lines: Sequence[str]) -> list[tuple[str, int]]:
+    """map(lower) -> flat_map(tokenize) -> map(initial_count) -> reduce_final(add).
+
+    >>> sorted(bytewax_wordcount(["A b a"]))
+    [('a', 2), ('b', 1)]
+    """
+
+    def build(flow: Any, op: Any, sink: Any) -> None:
+        s = op.input("inp", flow, bytewax_peer.list_source(lines))
+        s = op.map("lower", s, lower)
+        s = op.flat_map("tokenize", s, tokenize)
+        s = op.map("initial_count", s, initial_count)
+        s = op.reduce_final("count", s, add)
+        op.output("out", s, sink)
+
+    return _bytewax_run(build, "wordcount_1_epoch")
+
+
+def _stamp(line: tuple[datetime, str]) -> datetime:
+    return line[0]
+
+
+def _value_stamp(value: tuple[datetime, int]) -> datetime:
+    return value[0]
+
+
+def _now() -> datetime:
+    return ALIGN
+
+
+def _lower_stamped(line: tuple[datetime, str]) -> tuple[datetime, str]:
+    return line[0], lower(line[1])
+
+
+def _tokenize_stamped(line: tuple[datetime, str]) -> list[tuple[datetime, str]]:
+    at = line[0]
+    return [(at, word) for word in tokenize(line[1])]
+
+
+def _initial_count_stamped(word: tuple[datetime, str]) -> tuple[str, tuple[datetime, int]]:
+    key, value = initial_count(word[1])
+    return key, (word[0], value)
+
+
+def _fold_count(acc: int, value: tuple[datetime, int]) -> int:
+    return add(acc, value[1])
+
+
+def bytewax_wordcount_windowed(
+    stamped: Sequence[tuple[datetime, str]],
+) -> list[tuple[str, tuple[int, int]]]:
+    """The wordcount per event-time window of 1 s: ``(word, (window_id, count))``.
+
+    >>> sorted(bytewax_wordcount_windowed([(ALIGN, "a A"), (ALIGN + timedelta(seconds=1), "a")]))
+    [('a', (0, 2)), ('a', (1, 1))]
+    """
+    windowing = bytewax_peer._bytewax("operators.windowing")
+
+    def build(flow: Any, op: Any, sink: Any) -> None:
+        s = op.input("inp", flow, bytewax_peer.list_source(stamped))
+        s = op.map("lower", s, _lower_stamped)
+        s = op.flat_map("tokenize", s, _tokenize_stamped)
+        s = op.map("initial_count", s, _initial_count_stamped)
+        clock = windowing.EventClock(
+            _value_stamp, wait_for_system_duration=timedelta(0), now_getter=_now
+        )
+        windower = windowing.TumblingWindower(length=timedelta(seconds=1), align_to=ALIGN)
+        counts = windowing.fold_window(
+            "count", s, clock, windower, int, _fold_count, add, ordered=False
+        )
+        op.output("out", counts.down, sink)
+
+    return _bytewax_run(build, "wordcount_1000_epochs")
+
+
+def bytewax_stateful_map(items: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """``op.stateful_map("running", items, running_count)``.
+
+    >>> sorted(bytewax_stateful_map([("a", 1), ("b", 1), ("a", 1)]))
+    [('a', 1), ('a', 2), ('b', 1)]
+    """
+
+    def build(flow: Any, op: Any, sink: Any) -> None:
+        s = op.input("inp", flow, bytewax_peer.list_source(items))
+        s = op.stateful_map("running", s, running_count)
+        op.output("out", s, sink)
+
+    return _bytewax_run(build, "stateful_map")
+
+
+def bytewax_map_own_epochs(n: int) -> list[int]:
+    """``0..n-1`` through ``op.map(add_one)`` at bytewax's own cadence (1,000-item batches)."""
+
+    def build(flow: Any, op: Any, sink: Any) -> None:
+        s = op.input("inp", flow, bytewax_peer.list_source(range(n)))
+        s = op.map("map", s, add_one)
+        op.output("out", s, sink)
+
+    return _bytewax_run(build, "map_own_epochs")
+
+
+# -- normalizing results: a multiset of (epoch, key, value) ---------------------
+
+
+def from_pairs(out: Iterable[tuple[int, tuple[Any, Any]]]) -> Normalized:
+    """``(epoch, (key, value))`` items, as ``run`` and the plain loops return them."""
+    return Counter((epoch, key, value) for epoch, (key, value) in out)
+
+
+def from_epoch_items(out: Iterable[tuple[int, Any]]) -> Normalized:
+    """``(epoch, item)`` items."""
+    return Counter(out)
+
+
+def from_keyed(epoch: int) -> Callable[[Iterable[tuple[Any, Any]]], Normalized]:
+    """``(key, value)`` items, all in ``epoch`` (bytewax's ``reduce_final``, ``stateful_map``)."""
+    return lambda out: Counter((epoch, key, value) for key, value in out)
+
+
+def from_windows(out: Iterable[tuple[str, tuple[int, int]]]) -> Normalized:
+    """Items ``(key, (window_id, value))`` of a bytewax window: the window is the epoch."""
+    return Counter((window, key, value) for key, (window, value) in out)
+
+
+def from_ordered(out: Sequence[Any]) -> Normalized:
+    """Outputs of bytewax in order, item ``i`` being in epoch ``i``."""
+    return Counter(enumerate(out))
+
+
+#: Fingerprints are sums of hashes modulo 2**64.
+_MASK = (1 << 64) - 1
+
+
+def fingerprint(normalized: Normalized) -> tuple[int, int]:
+    """An order-free fingerprint of a multiset: its size and the sum of its elements' hashes.
+
+    >>> fingerprint(Counter([(0, "a", 1), (0, "b", 2)])) == fingerprint(
+    ...     Counter([(0, "b", 2), (0, "a", 1)]))
+    True
+    >>> fingerprint(Counter([(0, "a", 1)])) == fingerprint(Counter([(0, "a", 2)]))
+    False
+    """
+    size = sum(normalized.values())
+    return size, sum(hash(item) * n for item, n in normalized.items()) & _MASK
+
+
+@dataclass
+class FlowWorkload(Workload):
+    """A ``runtime_bench`` workload that keeps no candidate's result on the heap.
+
+    A candidate's output (up to 2,000,000 tuples) left alive while the next
+    candidate runs would make every full garbage collection of that run
+    traverse it, charging one candidate for another's data (it made plain
+    Python's ``stateful_map`` ten times slower in a first version). So
+    :meth:`measure` fingerprints the results of the warm-up round and of the
+    last timed round (untimed, normalized to a multiset of ``(epoch, ...)``
+    tuples) and drops every result as soon as its call returns; :meth:`check`
+    compares the fingerprints with plain Python's.
+    """
+
+    #: candidate -> its result as a multiset of ``(epoch, ...)`` tuples
+    normalize: dict[str, Callable[[Any], Normalized]] = field(default_factory=dict)
+    #: candidate -> fingerprints of its checked results (warm-up, last timed run)
+    fingerprints: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def measure(self, repeat: int, warmup: int = 1) -> None:
+        """Time the candidates interleaved (A, B, C, A, B, C, ...), wall and CPU time.
+
+        As ``measure_interleaved`` does: ``warmup`` untimed rounds, then
+        ``repeat`` timed ones, ``gc.collect()`` before each call.
+        """
+        if repeat < 1:
+            raise ValueError(f"measure needs repeat >= 1, got {repeat}")
+        self.stats = {name: Stats() for name in self.candidates}
+        self.cpu = {name: Stats() for name in self.candidates}
+        self.fingerprints = {name: [] for name in self.candidates}
+        rounds = warmup + repeat
+        for r in range(rounds):
+            for name, fn in self.candidates.items():
+                gc.collect()
+                cpu_start = time.process_time()
+                start = time.perf_counter()
+                result = fn()
+                elapsed = time.perf_counter() - start
+                cpu = time.process_time() - cpu_start
+                if r >= warmup:
+                    self.stats[name].times.append(elapsed)
+                    self.cpu[name].times.append(cpu)
+                if r in (warmup - 1, rounds - 1):
+                    self.fingerprints[name].append(fingerprint(self.normalize[name](result)))
+                result = None
+
+    def check(self) -> None:
+        """Raise if any checked result of any candidate differs from plain Python's."""
+        (expected, *_) = self.fingerprints["plain"]
+        for name, prints in self.fingerprints.items():
+            for got in prints:
+                if got != expected:
+                    raise AssertionError(
+                        f"{self.name}: {name!r} returned a different result from plain Python "
+                        f"({got[0]:,} outputs, plain Python {expected[0]:,}, or the same number "
+                        "with different contents); fix it before quoting its time"
+                    )
+
+    def bytewax_name(self) -> str | None:
+        """The bytewax candidate's name (the first), if bytewax runs; kept after ``release``."""
+        return next((n for n in self.stats or self.candidates if n.startswith("bytewax")), None)
+
+    def release(self) -> None:
+        """Drop the candidates, and with them their inputs."""
+        self.candidates = {}
+
+
+def build_workloads(
+    lines: Sequence[str],
+    *,
+    epochs: int = EPOCHS,
+    ordered: int = ORDERED_ITEMS,
+    bytewax: bool = True,
+    cluster: bool = True,
+    only: Sequence[str] = WORKLOADS,
+) -> list[FlowWorkload]:
+    """Bind every candidate to its input, built from ``lines`` (``epochs`` at most one per line)."""
+    workloads: list[FlowWorkload] = []
+    n_words = sum(len(tokenize(line)) for line in lines)
+    pulls = max(1, math.ceil(len(lines) / PULL_LIMIT))
+    if "wordcount_1_epoch" in only:
+        pairs = [(0, line) for line in lines]
+        cands: dict[str, Callable[[], Any]] = {
+            "plain": lambda: plain_wordcount(pairs),
+            "timelypy": lambda: timelypy_run(wordcount_flow, pairs),
+        }
+        norm = {"plain": from_pairs, "timelypy": from_pairs}
+        if cluster:
+            cands["timelypy 2 threads"] = lambda: timelypy_cluster(wordcount_flow, pairs, 1, 2)
+            cands["timelypy 2 procs"] = lambda: timelypy_cluster(wordcount_flow, pairs, 2, 1)
+            norm["timelypy 2 threads"] = norm["timelypy 2 procs"] = from_pairs
+        if bytewax:
+            cands["bytewax"] = lambda: bytewax_wordcount(lines)
+            norm["bytewax"] = from_keyed(0)
+        workloads.append(
+            FlowWorkload(
+                "wordcount_1_epoch", n_words, "words", cands, (pulls, "pull"), normalize=norm
+            )
+        )
+    if "wordcount_1000_epochs" in only:
+        per = max(1, len(lines) // epochs)
+        epoch_pairs = [(i // per, line) for i, line in enumerate(lines)]
+        stamps = [ALIGN + timedelta(seconds=e) for e in range(epoch_pairs[-1][0] + 1)]
+        stamped = [(stamps[e], line) for e, line in epoch_pairs]
+        cands = {
+            "plain": lambda: plain_wordcount(epoch_pairs),
+            "timelypy": lambda: timelypy_run(wordcount_flow, epoch_pairs),
+        }
+        norm = {"plain": from_pairs, "timelypy": from_pairs}
+        if bytewax:
+            cands["bytewax window"] = lambda: bytewax_wordcount_windowed(stamped)
+            norm["bytewax window"] = from_windows
+        workloads.append(
+            FlowWorkload(
+                "wordcount_1000_epochs", n_words, "words", cands, (pulls, "pull"), normalize=norm
+            )
+        )
+    if "stateful_map" in only:
+        items = [(word, 1) for line in lines for word in line.split()]
+        item_pairs = [(0, item) for item in items]
+        cands = {
+            "plain": lambda: plain_stateful_map(item_pairs),
+            "timelypy": lambda: timelypy_run(stateful_map_flow, item_pairs),
+        }
+        norm = {"plain": from_pairs, "timelypy": from_pairs}
+        if bytewax:
+            cands["bytewax"] = lambda: bytewax_stateful_map(items)
+            norm["bytewax"] = from_keyed(0)
+        per_pull = (max(1, math.ceil(len(items) / PULL_LIMIT)), "pull")
+        workloads.append(
+            FlowWorkload("stateful_map", len(items), "items", cands, per_pull, normalize=norm)
+        )
+    if "fully_ordered" in only:
+        ordered_pairs = list(enumerate(range(ordered)))  # = fully_ordered(range(ordered))
+        cands = {
+            "plain": lambda: plain_map(ordered_pairs),
+            "timelypy": lambda: timelypy_run(map_flow, ordered_pairs),
+        }
+        norm = {"plain": from_epoch_items, "timelypy": from_epoch_items}
+        if bytewax:
+            cands["bytewax 1 item/epoch"] = lambda: bytewax_peer.epoch_round_trip(ordered)
+            cands["bytewax own epochs"] = lambda: bytewax_map_own_epochs(ordered)
+            norm["bytewax 1 item/epoch"] = norm["bytewax own epochs"] = from_ordered
+        workloads.append(
+            FlowWorkload(
+                "fully_ordered", ordered, "epochs", cands, (ordered, "epoch"), normalize=norm
+            )
+        )
+    return workloads
+
+
+def goal_rows(workloads: Sequence[Workload]) -> list[list[str]]:
+    """Each goal of the flow issue next to its measured figure (medians)."""
+    by_name = {w.name: w for w in workloads}
+    rows = []
+    for name, target in GOALS:
+        w = by_name.get(name)
+        if w is None:
+            continue
+        bytewax = w.bytewax_name()
+        goal = f"timelypy >= {fmt_ratio(target)} {bytewax or 'bytewax'}'s speed"
+        if bytewax is None:
+            rows.append([name, goal, "bytewax not run", "n/a", "n/a"])
+            continue
+        measured = w.speed_vs("timelypy", bytewax)
+        by_cpu = fmt_ratio(w.speed_vs("timelypy", bytewax, cpu=True))
+        met = "met" if measured >= target else "NOT met"
+        rows.append([name, goal, fmt_ratio(measured), by_cpu, met])
+    return rows
+
+
+# -- profiling ------------------------------------------------------------------
+
+
+def _label(key: tuple[str, int, str]) -> str:
+    filename, line, function = key
+    if filename == "~":
+        return function
+    path = Path(filename)
+    try:
+        shown = str(path.resolve().relative_to(_data.REPO_ROOT))
+    except ValueError:
+        shown = path.name
+    return f"{shown}:{line} {function}"
+
+
+def profile_threads(fn: Callable[[], Any]) -> tuple[cProfile.Profile, list[cProfile.Profile]]:
+    """Run ``fn()`` under cProfile in this thread and in every thread it starts.
+
+    ``threading.setprofile`` installs a hook that each new thread calls on its
+    first event; the hook starts that thread's own profiler, which replaces
+    it. Returns this thread's profiler and the others'.
+    """
+    started: list[cProfile.Profile] = []
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        profiler = cProfile.Profile()
+        started.append(profiler)
+        profiler.enable()
+
+    main = cProfile.Profile()
+    threading.setprofile(hook)
+    try:
+        main.enable()
+        try:
+            fn()
+        finally:
+            main.disable()
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+    return main, started
+
+
+def profile_rows(
+    profiler: cProfile.Profile, per: int, top: int
+) -> tuple[list[list[str]], int, float]:
+    """The ``top`` functions by own time: rows, all calls, total own seconds."""
+    entries: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    total = sum(tt for _, _, tt, _, _ in entries.values()) or 1.0
+    calls_total = sum(calls for _, calls, _, _, _ in entries.values())
+    ordered = sorted(entries.items(), key=lambda item: item[1][2], reverse=True)[:top]
+    rows = [
+        [_label(key), str(calls), f"{calls / per:.3g}", f"{tt / total:.1%}", f"{ct / total:.1%}"]
+        for key, (_, calls, tt, ct, _) in ordered
+    ]
+    return rows, calls_total, total
+
+
+def print_profiles(workloads: Sequence[Workload], top: int, markdown: bool) -> None:
+    """Profile each workload's ``timelypy`` candidate once, after an untimed warm-up."""
+    for w in workloads:
+        fn = w.candidates["timelypy"]
+        logger.info("profiling timelypy on %s", w.name)
+        fn()
+        main, others = profile_threads(fn)
+        per, unit = w.per
+        for title, profiler, count in [("worker thread", p, top) for p in others] + [
+            ("calling thread", main, min(top, 8))
+        ]:
+            rows, calls, total = profile_rows(profiler, per, count)
+            print()
+            print(
+                f"{w.name}, {title}: top {count} by own time, shares of its {total:.2f} s "
+                f"profiled; {calls:,} calls, {calls / per:,.1f} per {unit} ({per:,} {unit}s)"
+            )
+            print()
+            print_table(rows, PROFILE_COLUMNS, markdown=markdown)
+
+
+# -- command line ---------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the flow benchmark (or profile it) and print its tables."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.flow_bench", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--quick", action="store_true", help="10x smaller inputs, 3 repeats")
+    parser.add_argument("--repeat", type=int, default=None, help="timed rounds (5; 3 quick)")
+    parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    parser.add_argument("--no-bytewax", action="store_true", help="skip the bytewax peers")
+    parser.add_argument(
+        "--no-cluster", action="store_true", help="skip 'timelypy 2 threads' and '2 procs'"
+    )
+    parser.add_argument(
+        "--workload", choices=WORKLOADS, action="append", help="run only this (repeatable)"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="profile timelypy's candidates instead of timing"
+    )
+    parser.add_argument("--top", type=int, default=15, help="functions per profile (%(default)s)")
+    parser.add_argument("--scale", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.repeat is not None and args.repeat < 1:
+        parser.error("--repeat must be >= 1")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("# %(message)s"))
+    progress = logging.getLogger("benchmarks")
+    progress.addHandler(handler)
+    progress.setLevel(logging.INFO)
+
+    bytewax = not args.no_bytewax and not args.profile
+    if bytewax and importlib.util.find_spec("bytewax") is None:
+        logger.warning(
+            "bytewax is not installed, so the bytewax peers are skipped; install the "
+            "benchmark extras with `pip install -e '.[bench]'` to compare with it"
+        )
+        bytewax = False
+    scale = args.scale or (10 if args.quick else 1)
+    repeat = args.repeat or (3 if args.quick else 5)
+    size = "full size" if scale == 1 else f"1/{scale} size"
+    lines = _data.load_lines()
+    lines = lines[: len(lines) // scale]
+    epochs = min(EPOCHS, len(lines))
+
+    def build(name: str) -> FlowWorkload:
+        (workload,) = build_workloads(
+            lines,
+            epochs=epochs,
+            ordered=ORDERED_ITEMS // scale,
+            bytewax=bytewax,
+            cluster=not args.no_cluster and not args.profile,
+            only=[name],
+        )
+        return workload
+
+    names = [name for name in WORKLOADS if name in (args.workload or WORKLOADS)]
+    if args.profile:
+        print(f"timelypy.flow profiles (cProfile), {size}, 1 worker, {machine()}")
+        for name in names:
+            w = build(name)
+            print_profiles([w], args.top, args.markdown)
+            w.release()
+        return 0
+
+    # One workload at a time, its inputs built just before and its results dropped
+    # after the check: a large live heap would slow the garbage collector in the
+    # workloads measured after it.
+    rows: list[list[str]] = []
+    workloads: list[FlowWorkload] = []
+    for name in names:
+        w = build(name)
+        logger.info("measuring %s: %s", w.name, ", ".join(w.candidates))
+        w.measure(repeat=repeat, warmup=1)
+        w.check()
+        w.release()
+        rows += w.rows()
+        workloads.append(w)
+
+    print(
+        f"timelypy.flow, {size} ({len(lines):,} lines, {epochs:,} epochs of "
+        f"{max(1, len(lines) // epochs):,} lines in wordcount_1000_epochs), median of {repeat} "
+        f"interleaved runs, {machine()}" + ("" if bytewax else "; bytewax not run")
+    )
+    print()
+    print_table(rows, COLUMNS, markdown=args.markdown)
+    print()
+    print("goals (medians of the runs above; met or not by the wall-clock medians)")
+    print()
+    print_table(goal_rows(workloads), GOAL_COLUMNS, markdown=args.markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
