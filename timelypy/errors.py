@@ -28,6 +28,7 @@ __all__ = [
     "WorkerAborted",
     "FlowError",
     "StateKeyError",
+    "RecoveryError",
 ]
 
 
@@ -117,3 +118,12 @@ class FlowError(TimelyError, ValueError):
 
 class StateKeyError(FlowError, TypeError):
     """An item into a keyed (stateful) step that is not a ``(str, value)`` 2-tuple."""
+
+
+class RecoveryError(TimelyError, RuntimeError):
+    """A recovery store that cannot be used as asked: missing, inconsistent, or busy.
+
+    Raised when a store's partition files are missing, extra or mixed from
+    different stores, when a second execution would overlap a running one,
+    or when a stateful step's state cannot be snapshotted.
+    """

@@ -29,7 +29,7 @@ def main() -> None:
     from timelypy.execute import initialize_from
     from timelypy.flow.driver import flow_program
 
-    flow, source = cloudpickle.loads(data[8 + length :])
+    flow, source, recovery_config = cloudpickle.loads(data[8 + length :])
     config = Config.cluster(workers, len(addresses), proc_id, addresses)
     transport = ClusterTransport(ClusterNetwork(config, secret))
 
@@ -37,7 +37,15 @@ def main() -> None:
         raise AssertionError("run_cluster collects captured items on worker 0")
 
     initialize_from(
-        transport, config, flow_program(flow, source, collected_on_worker_0, collect_on=0)
+        transport,
+        config,
+        flow_program(
+            flow,
+            source,
+            collected_on_worker_0,
+            collect_on=0,
+            recovery_config=recovery_config,
+        ),
     )
 
 

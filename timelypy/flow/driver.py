@@ -28,6 +28,7 @@ worker until every epoch is complete.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -39,6 +40,7 @@ from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Exchange, Pact, Pipeline
 from timelypy.dataflow.handles import Frontier, OperatorOutput
+from timelypy.dataflow.input import InputHandle
 from timelypy.dataflow.probe import ProbeHandle
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
@@ -70,6 +72,8 @@ from timelypy.flow.steps import (
     route_by_key,
     stateless_chain,
 )
+from timelypy.recovery import RecoveryConfig
+from timelypy.recovery.store import Execution, RecoveryStore
 from timelypy.worker import Worker
 
 __all__ = [
@@ -91,6 +95,8 @@ PULL_LIMIT = 1024
 PULL_SECONDS = 0.01
 #: Steps a worker takes after a read while its outputs lag its input, at most.
 CATCH_UP_STEPS = 4
+#: Seconds between worker 0's garbage collections of a recovery store during a run.
+GC_SECONDS = 30.0
 #: How many advanced-past epochs may be incomplete before a worker stops reading.
 MAX_OPEN_EPOCHS = 64
 
@@ -122,6 +128,7 @@ class _Reader:
         "epoch",
         "name",
         "pairs",
+        "reached",
         "resume",
         "source",
         "step_id",
@@ -144,6 +151,8 @@ class _Reader:
         self.pairs = pairs
         self.cap: Capability | None = None
         self.epoch: int | None = None
+        #: the largest epoch this reader advanced to or sent items at (None: none yet)
+        self.reached: int | None = None
         self.resume = 0
         self.done = False
 
@@ -162,6 +171,7 @@ class _Reader:
             )
         self.cap.downgrade(epoch)
         self.epoch = epoch
+        self.reached = epoch
 
     def start(self, cap: Capability) -> None:
         """Take ``cap`` (at the resume epoch)."""
@@ -196,6 +206,7 @@ class _Reader:
             if at != epoch:
                 if batch:
                     output.give_batch(cap, batch)
+                    self.reached = self.epoch
                     batch = []
                 if _bad_epoch(at):
                     raise FlowError(f"{self._where()}: epochs are ints >= 0, got {at!r}")
@@ -211,6 +222,7 @@ class _Reader:
             self.done = True
         if batch:
             output.give_batch(cap, batch)
+            self.reached = self.epoch
 
     def _pull_events(self, output: OperatorOutput[Any], limit: int, started: bool) -> None:
         cap = self.cap
@@ -245,6 +257,7 @@ class _Reader:
                 if event.epoch != epoch:
                     if batch:
                         output.give_batch(cap, batch)
+                        self.reached = self.epoch
                         batch = []
                     self._advance(event.epoch)
                     epoch = event.epoch
@@ -260,6 +273,7 @@ class _Reader:
             self.done = True
         if batch:
             output.give_batch(cap, batch)
+            self.reached = self.epoch
 
 
 class FlowWorker:
@@ -280,8 +294,10 @@ class FlowWorker:
         collect_on: int | None = 0,
         resume_epoch: int = 0,
         cancelled: threading.Event | None = None,
+        recovery: Recovery | None = None,
     ) -> None:
         self.worker = worker
+        self.recovery = recovery
         self.flow = flow
         self.input_config = input_config
         self.collect = collect
@@ -361,6 +377,25 @@ class FlowWorker:
         self.states[step.step_id] = state
         return state
 
+    def _recovered_state(self, step: Step) -> StepState:
+        """A keyed step's state, reloaded from the snapshots; each closed epoch snapshotted."""
+        state = self._state(step)
+        recovery = self.recovery
+        if recovery is None:
+            return state
+        worker = self.worker
+        step_id, states = step.step_id, state.states
+        states.update(recovery.store.load(step_id, self.resume_epoch, worker.index, worker.peers))
+        snapshot = recovery.writer.snapshot
+
+        def on_close(epoch: int, keys: set[str]) -> None:
+            if keys:
+                get = states.get
+                snapshot(step_id, epoch, [(key, get(key)) for key in keys])
+
+        state.on_close(on_close)
+        return state
+
     def build(self, scope: Scope) -> None:
         """Add the flow's operators to ``scope``."""
         stream = self._source(scope)
@@ -395,7 +430,7 @@ class FlowWorker:
                         stream, step.step_id, step, Pipeline(), self._state(step)
                     )
                 else:
-                    stream = keyed_step(stream, step, self._state(step))
+                    stream = keyed_step(stream, step, self._recovered_state(step))
             elif op == "capture":
                 stream = flush()
                 done = self._capture(stream, step)
@@ -503,12 +538,15 @@ class FlowWorker:
         open_epochs: deque[int] = deque()
         last_low = self.resume_epoch
         cancelled = self.cancelled
+        recovery = self.recovery
         while readers:
             if cancelled is not None and cancelled.is_set():
                 raise FlowCancelled("the caller stopped reading the flow's output")
             for i, reader in enumerate(readers):
                 reader.pull(output, PULL_LIMIT, started[i])
                 started[i] = True
+                if recovery is not None and reader.reached is not None:
+                    recovery.seen(reader.reached)
             finished = [reader for reader in readers if reader.done]
             if finished:
                 for reader in finished:
@@ -535,9 +573,21 @@ class FlowWorker:
                     if cancelled is not None and cancelled.is_set():
                         raise FlowCancelled("the caller stopped reading the flow's output")
                     worker.step_or_park(0.05)
+                    if recovery is not None:
+                        recovery.checkpoint(probe)
                     while open_epochs and not probe.less_equal(open_epochs[0]):
                         open_epochs.popleft()
+            if recovery is not None:
+                recovery.checkpoint(probe)
         self.readers = readers
+        if recovery is not None:
+            # Run to the end here, not in execute's drain, to record the last frontier.
+            while not probe.done():
+                if cancelled is not None and cancelled.is_set():
+                    raise FlowCancelled("the caller stopped reading the flow's output")
+                worker.step_or_park(0.01)
+                recovery.checkpoint(probe)
+            recovery.finish()
 
 
 def _list_parts(
@@ -589,22 +639,122 @@ def flow_program(
     resume_epoch: int = 0,
     cancelled: threading.Event | None = None,
     on_built: Callable[[FlowWorker], Any] | None = None,
+    recovery_config: RecoveryConfig | None = None,
 ) -> Callable[[Worker], None]:
-    """The program that runs ``flow`` on each worker (for :func:`timelypy.execute`)."""
+    """The program that runs ``flow`` on each worker (for :func:`timelypy.execute`).
+
+    With ``recovery_config`` the run is an execution against its store:
+    worker 0 takes the store's execution lock, begins the execution and
+    tells every worker its number and resume epoch (``resume_epoch`` is
+    then ignored).
+    """
 
     def program(worker: Worker) -> None:
-        runner = FlowWorker(
-            worker,
-            flow,
-            input_config,
-            collect,
-            collect_on=collect_on,
-            resume_epoch=resume_epoch,
-            cancelled=cancelled,
-        )
-        worker.dataflow(runner.build)
-        if on_built is not None:
-            on_built(runner)
-        runner.feed()
+        with contextlib.ExitStack() as stack:
+            recovery = None
+            resume = resume_epoch
+            if recovery_config is not None:
+                recovery = Recovery.begin(worker, recovery_config, stack)
+                resume = recovery.execution.resume_epoch
+            runner = FlowWorker(
+                worker,
+                flow,
+                input_config,
+                collect,
+                collect_on=collect_on,
+                resume_epoch=resume,
+                cancelled=cancelled,
+                recovery=recovery,
+            )
+            worker.dataflow(runner.build)
+            if on_built is not None:
+                on_built(runner)
+            runner.feed()
 
     return program
+
+
+class Recovery:
+    """One worker's part of an execution: its store, its writer, when it last committed."""
+
+    def __init__(
+        self,
+        worker: Worker,
+        store: RecoveryStore,
+        execution: Execution,
+        commit_interval: float,
+    ) -> None:
+        self.worker = worker
+        self.store = store
+        self.execution = execution
+        self.writer = store.writer(execution.ex_num, worker.index)
+        self.commit_interval = commit_interval
+        self._next_commit = 0.0
+        self._next_gc = time.monotonic() + GC_SECONDS
+        #: one past the largest epoch this worker's inputs reached
+        self.end_epoch = execution.resume_epoch
+
+    @classmethod
+    def begin(cls, worker: Worker, config: RecoveryConfig, stack: contextlib.ExitStack) -> Recovery:
+        """Agree on the execution (worker 0 begins it, under the store's lock)."""
+        if worker.index == 0:
+            store = config.store()
+            stack.enter_context(store.running())
+            execution = store.begin_execution(worker.peers)
+            agreed = broadcast_from_first(worker, (execution.ex_num, execution.resume_epoch))
+        else:
+            ex_num, resume = broadcast_from_first(worker, None)
+            store = RecoveryStore(config.db_dir)
+            execution = Execution(ex_num, resume, worker.peers)
+            agreed = (ex_num, resume)
+        assert agreed == (execution.ex_num, execution.resume_epoch)
+        recovery = cls(worker, store, execution, config.commit_interval)
+        stack.callback(recovery.writer.close)
+        return recovery
+
+    def seen(self, epoch: int) -> None:
+        """An input of this worker reached ``epoch``."""
+        if epoch >= self.end_epoch:
+            self.end_epoch = epoch + 1
+
+    def checkpoint(self, probe: ProbeHandle) -> None:
+        """Commit queued snapshots and the worker frontier, at most every commit interval."""
+        now = time.monotonic()
+        if now < self._next_commit:
+            return
+        self._next_commit = now + self.commit_interval
+        frontier = probe.frontier()
+        if frontier:
+            self.writer.commit(max(self.execution.resume_epoch, min(frontier)))
+        if self.worker.index == 0 and now >= self._next_gc:
+            self._next_gc = now + GC_SECONDS
+            self.store.collect_garbage()
+
+    def finish(self) -> None:
+        """Every epoch is closed: commit the rest and record this worker as done."""
+        self.writer.commit(self.end_epoch, done=True)
+        if self.worker.index == 0:
+            self.store.collect_garbage()
+
+
+def broadcast_from_first(worker: Worker, value: Any) -> Any:
+    """Every worker returns worker 0's ``value`` (the others pass anything)."""
+    received: list[Any] = []
+    handle: InputHandle[Any] = InputHandle()
+    probe = ProbeHandle()
+    worker.dataflow(
+        lambda scope: (
+            scope.input_from(handle)
+            .exchange(lambda message: message[0])
+            .inspect(lambda message: received.append(message[1]))
+            .probe_with(probe)
+        )
+    )
+    if worker.index == 0:
+        for target in range(worker.peers):
+            handle.send((target, value))
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+    if len(received) != 1:
+        raise FlowError(f"worker {worker.index} received {len(received)} broadcasts, not 1")
+    return received[0]

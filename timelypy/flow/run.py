@@ -42,6 +42,7 @@ from timelypy.execute import execute, initialize_from
 from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.driver import FlowCancelled, PairsInput, flow_program
 from timelypy.flow.inputs import InputConfig
+from timelypy.recovery import RecoveryConfig
 
 __all__ = ["run", "run_cluster", "cluster_main", "spawn_cluster"]
 
@@ -144,6 +145,7 @@ def _stream(
     inp: Any,
     proc_count: int,
     worker_count_per_proc: int,
+    recovery_config: RecoveryConfig | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """Run the flow in a background thread (and helper processes); yield what it captures."""
     source = _input(flow, inp)
@@ -156,7 +158,15 @@ def _stream(
         if not captured.put((epoch, items), len(items), cancelled):
             raise FlowCancelled("the caller stopped reading the flow's output")
 
-    program = flow_program(flow, source, collect, collect_on=0, cancelled=cancelled)
+    _recovery(recovery_config)
+    program = flow_program(
+        flow,
+        source,
+        collect,
+        collect_on=0,
+        cancelled=cancelled,
+        recovery_config=recovery_config,
+    )
     children: list[subprocess.Popen[bytes]] = []
     watching = threading.Event()
     transport: Transport
@@ -164,7 +174,9 @@ def _stream(
         config = Config.process(worker_count_per_proc)
         transport = ProcessTransport(worker_count_per_proc)
     else:
-        config, secret, children = spawn_cluster(flow, source, proc_count, worker_count_per_proc)
+        config, secret, children = spawn_cluster(
+            flow, source, proc_count, worker_count_per_proc, recovery_config
+        )
         network = ClusterNetwork(config, secret)
         transport = ClusterTransport(network)
         threading.Thread(
@@ -204,7 +216,16 @@ def _stream(
         _reap(children)
 
 
-def run(flow: Dataflow, inp: Any = None) -> Iterator[tuple[int, Any]]:
+def _recovery(config: Any) -> None:
+    if config is not None and not isinstance(config, RecoveryConfig):
+        raise FlowError(
+            f"recovery_config must be a timelypy.recovery.RecoveryConfig, got {config!r}"
+        )
+
+
+def run(
+    flow: Dataflow, inp: Any = None, *, recovery_config: RecoveryConfig | None = None
+) -> Iterator[tuple[int, Any]]:
     """Run ``flow`` on one worker; yield ``(epoch, item)`` for each captured item.
 
     ``inp`` is an iterable of ``(epoch, item)`` pairs (seed 004; see the
@@ -228,7 +249,7 @@ def run(flow: Dataflow, inp: Any = None) -> Iterator[tuple[int, Any]]:
     1 ('do', 1)
     1 ('to', 1)
     """
-    return _stream(flow, inp, 1, 1)
+    return _stream(flow, inp, 1, 1, recovery_config)
 
 
 def run_cluster(
@@ -236,6 +257,8 @@ def run_cluster(
     inp: Any = None,
     proc_count: int = 1,
     worker_count_per_proc: int = 1,
+    *,
+    recovery_config: RecoveryConfig | None = None,
 ) -> list[tuple[int, Any]]:
     """Run ``flow`` on ``proc_count`` local processes of ``worker_count_per_proc`` workers each.
 
@@ -250,7 +273,7 @@ def run_cluster(
     >>> sorted(run_cluster(flow, enumerate(range(4)), worker_count_per_proc=2))
     [(0, 1), (1, 2), (2, 3), (3, 4)]
     """
-    return list(_stream(flow, inp, proc_count, worker_count_per_proc))
+    return list(_stream(flow, inp, proc_count, worker_count_per_proc, recovery_config))
 
 
 def cluster_main(
@@ -259,6 +282,8 @@ def cluster_main(
     addresses: Sequence[str] | None = None,
     proc_id: int = 0,
     worker_count_per_proc: int = 1,
+    *,
+    recovery_config: RecoveryConfig | None = None,
 ) -> None:
     """Run this process's part (``proc_id``) of a cluster of ``len(addresses)`` processes.
 
@@ -282,11 +307,18 @@ def cluster_main(
         if proc_id != 0:
             raise ConfigError(f"proc_id {proc_id} is out of range for a single process")
         config = Config.process(worker_count_per_proc)
-    execute(config, flow_program(flow, source, None, collect_on=None))
+    _recovery(recovery_config)
+    execute(
+        config, flow_program(flow, source, None, collect_on=None, recovery_config=recovery_config)
+    )
 
 
 def spawn_cluster(
-    flow: Dataflow, source: InputConfig | PairsInput, proc_count: int, worker_count_per_proc: int
+    flow: Dataflow,
+    source: InputConfig | PairsInput,
+    proc_count: int,
+    worker_count_per_proc: int,
+    recovery_config: RecoveryConfig | None = None,
 ) -> tuple[Config, bytes, list[subprocess.Popen[bytes]]]:
     """Start processes ``1..proc_count-1`` of a local cluster; return process 0's config.
 
@@ -305,7 +337,7 @@ def spawn_cluster(
         PairsInput(()) if isinstance(source, PairsInput) else source
     )
     try:
-        program = cloudpickle.dumps((flow, child_source))
+        program = cloudpickle.dumps((flow, child_source, recovery_config))
     except Exception as exc:
         raise FlowError(
             f"run_cluster sends the flow and its input config to its other processes with "

@@ -1,0 +1,97 @@
+"""Recovery for ``timelypy.flow``: executions, snapshots at epoch close, the resume epoch.
+
+A flow run with a :class:`RecoveryConfig` is an *execution* against a
+*recovery store* (a directory of partitioned SQLite files, see
+:mod:`timelypy.recovery.store`).  When an epoch closes in a stateful step
+(``stateful_map``, ``reduce``), the keys it touched in that epoch are
+snapshotted; each worker records its *frontier*, the first epoch not yet
+closed and committed on it.  A new execution against the same store gets the
+next execution ID and resumes from the *resume epoch*, the last execution's
+cluster frontier: every stateful step reloads the latest snapshot of each of
+its keys before it, and the inputs start at it (``input_builder(worker_index,
+worker_count, resume_epoch)``).  The worker count may change between
+executions: keys go to workers by their stable hash.
+
+>>> import tempfile
+>>> from timelypy.recovery import RecoveryConfig
+>>> config = RecoveryConfig(tempfile.mkdtemp(), partitions=2)
+>>> config.store().partitions
+2
+
+See ``docs/recovery.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from timelypy.errors import RecoveryError
+from timelypy.recovery.store import (
+    Execution,
+    RecoveryStore,
+    SnapshotWriter,
+    create_store,
+    key_hash,
+)
+
+__all__ = [
+    "RecoveryConfig",
+    "RecoveryStore",
+    "RecoveryError",
+    "Execution",
+    "SnapshotWriter",
+    "create_store",
+    "key_hash",
+]
+
+#: Seconds between a worker's commits of snapshots and frontier, at most.
+COMMIT_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class RecoveryConfig:
+    """Where a flow keeps its recovery data, and how often it commits.
+
+    ``db_dir`` is the store's directory.  If it holds no store yet, one of
+    ``partitions`` files (default 1) is created there on first use; if it
+    does, ``partitions`` (when given) must match it.  Every process of a
+    cluster must reach the same directory.  ``commit_interval`` bounds how
+    long a closed epoch's snapshots wait before they are committed with the
+    worker's frontier (a resume redoes at most that much more work).
+    """
+
+    db_dir: str | os.PathLike[str]
+    partitions: int | None = None
+    commit_interval: float = COMMIT_SECONDS
+
+    def __post_init__(self) -> None:
+        if self.partitions is not None and (
+            not isinstance(self.partitions, int)
+            or isinstance(self.partitions, bool)
+            or self.partitions < 1
+        ):
+            raise RecoveryError(f"partitions must be a positive int, got {self.partitions!r}")
+        if not isinstance(self.commit_interval, (int, float)) or self.commit_interval < 0:
+            raise RecoveryError(
+                f"commit_interval must be seconds >= 0, got {self.commit_interval!r}"
+            )
+
+    def store(self) -> RecoveryStore:
+        """Open the store, creating it first if the directory holds none."""
+        root = Path(self.db_dir)
+        if not root.is_dir() or not any(root.glob("part-*.sqlite3")):
+            try:
+                return create_store(root, self.partitions or 1)
+            except RecoveryError:
+                if not any(root.glob("part-*.sqlite3")):
+                    raise
+                # another process created it first: open theirs
+        store = RecoveryStore(root)
+        if self.partitions is not None and store.partitions != self.partitions:
+            raise RecoveryError(
+                f"the recovery store at {root} has {store.partitions} partition(s), but "
+                f"RecoveryConfig asked for {self.partitions}; leave partitions out to use it"
+            )
+        return store

@@ -1,0 +1,499 @@
+"""The recovery store: partitioned SQLite files in one directory.
+
+A store is a directory of ``N`` SQLite databases, ``part-0.sqlite3`` ..
+``part-{N-1}.sqlite3``, each in WAL mode.  Every partition has a ``meta``
+table (the store's id, the partition's index and the partition count, the
+format version), so a missing, extra or foreign partition is found when the
+store is opened.  Partition 0 also keeps the ledger:
+
+* ``executions(ex_num, worker_count, resume_epoch, started)``: one row per
+  execution, numbered 1, 2, ...;
+* ``fronts(ex_num, worker_index, frontier, done)``: each worker's frontier in
+  that execution: every epoch before ``frontier`` is closed on that worker
+  and its snapshots are committed; ``done`` is 1 once the worker's input
+  ended (then ``frontier`` is one past the last epoch it saw).
+
+Snapshots are spread over all partitions by the stable hash of their state
+key: ``snaps(step_id, state_key, epoch, key_hash, state)`` holds a step's
+state for a key as of the end of ``epoch`` (``state`` NULL: the key was
+discarded).  ``key_hash`` is CRC-32 of the key, the hash that routes the key
+to a worker, so a worker of any execution loads its keys with one indexed
+query whatever the worker count was before (rescaling).
+
+The store runs no server: every worker opens its own connections, and
+SQLite's locks serialise their commits (``busy_timeout``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from zlib import crc32
+
+from timelypy.errors import RecoveryError
+
+__all__ = [
+    "FORMAT",
+    "Execution",
+    "RecoveryStore",
+    "create_store",
+    "key_hash",
+    "partition_paths",
+]
+
+#: The store format this code reads and writes.
+FORMAT = "timelypy-recovery-1"
+#: Seconds a connection waits for another writer's lock before failing.
+BUSY_SECONDS = 30.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS snaps (
+    step_id TEXT NOT NULL,
+    state_key TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    key_hash INTEGER NOT NULL,
+    state BLOB,
+    PRIMARY KEY (step_id, state_key, epoch)
+);
+CREATE INDEX IF NOT EXISTS snaps_by_hash ON snaps (step_id, key_hash);
+"""
+
+_LEDGER = """
+CREATE TABLE IF NOT EXISTS executions (
+    ex_num INTEGER PRIMARY KEY,
+    worker_count INTEGER NOT NULL,
+    resume_epoch INTEGER NOT NULL,
+    started REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fronts (
+    ex_num INTEGER NOT NULL,
+    worker_index INTEGER NOT NULL,
+    frontier INTEGER NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (ex_num, worker_index)
+);
+"""
+
+
+def key_hash(state_key: str) -> int:
+    """The stable hash of a state key (CRC-32 of its UTF-8), as the flow routes keys."""
+    return crc32(state_key.encode("utf-8", "surrogatepass"))
+
+
+def partition_paths(directory: str | os.PathLike[str], count: int) -> list[Path]:
+    """The files of a store of ``count`` partitions in ``directory``."""
+    return [Path(directory) / f"part-{i}.sqlite3" for i in range(count)]
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+def create_store(directory: str | os.PathLike[str], partitions: int) -> RecoveryStore:
+    """Create an empty store of ``partitions`` SQLite files in ``directory`` (made if absent).
+
+    Refuses a directory that already holds partition files.
+    """
+    if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
+        raise RecoveryError(f"a store needs a positive number of partitions, got {partitions!r}")
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    existing = sorted(root.glob("part-*.sqlite3"))
+    if existing:
+        raise RecoveryError(
+            f"{root} already holds a recovery store ({len(existing)} partition file(s)); "
+            "open it instead, or create the new store in an empty directory"
+        )
+    store_id = uuid.uuid4().hex
+    for index, path in enumerate(partition_paths(root, partitions)):
+        conn = _connect(path)
+        try:
+            conn.executescript(_SCHEMA + (_LEDGER if index == 0 else ""))
+            conn.executemany(
+                "INSERT INTO meta (name, value) VALUES (?, ?)",
+                [
+                    ("format", FORMAT),
+                    ("store_id", store_id),
+                    ("partition", str(index)),
+                    ("partitions", str(partitions)),
+                ],
+            )
+        finally:
+            conn.close()
+    return RecoveryStore(root)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One run of a flow against a store: its number and the epoch it resumes from."""
+
+    ex_num: int
+    resume_epoch: int
+    worker_count: int
+
+
+class RecoveryStore:
+    """An opened store: validates its partitions; methods open their own connections.
+
+    A ``RecoveryStore`` object is cheap and holds no connection, so it can be
+    pickled to another process; :meth:`writer` gives one worker its own
+    connections.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.partitions, self.store_id = self._validate()
+
+    def __repr__(self) -> str:
+        return f"RecoveryStore({str(self.directory)!r}, partitions={self.partitions})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RecoveryStore, (str(self.directory),))
+
+    # -- opening ----------------------------------------------------------------
+
+    def _validate(self) -> tuple[int, str]:
+        root = self.directory
+        if not root.is_dir():
+            raise RecoveryError(
+                f"no recovery store at {root}: create one with `python -m timelypy.recovery "
+                f"create {root} --partitions N`, or use RecoveryConfig(..., create=N)"
+            )
+        files = sorted(root.glob("part-*.sqlite3"))
+        if not files:
+            raise RecoveryError(
+                f"{root} holds no partition files (part-N.sqlite3): create the store with "
+                f"`python -m timelypy.recovery create {root} --partitions N`"
+            )
+        metas: dict[Path, dict[str, str]] = {}
+        for path in files:
+            try:
+                conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_SECONDS)
+                try:
+                    metas[path] = dict(conn.execute("SELECT name, value FROM meta").fetchall())
+                finally:
+                    conn.close()
+            except sqlite3.Error as exc:
+                raise RecoveryError(
+                    f"{path} is not a timelypy recovery partition ({exc})"
+                ) from None
+        counts = {meta.get("partitions") for meta in metas.values()}
+        ids = {meta.get("store_id") for meta in metas.values()}
+        formats = {meta.get("format") for meta in metas.values()}
+        if formats != {FORMAT}:
+            raise RecoveryError(
+                f"{root}: partition format(s) {sorted(map(str, formats))}, this code reads "
+                f"{FORMAT!r}"
+            )
+        if len(ids) != 1 or len(counts) != 1:
+            raise RecoveryError(
+                f"{root}: the partition files come from different stores "
+                f"({len(ids)} store id(s), partition counts {sorted(map(str, counts))}); "
+                "a store's files must not be mixed with another's"
+            )
+        count = int(next(iter(counts)) or 0)
+        expected = {path.name for path in partition_paths(root, count)}
+        names = {path.name for path in files}
+        for path, meta in metas.items():
+            if path.name != f"part-{meta.get('partition')}.sqlite3":
+                raise RecoveryError(
+                    f"{path} says it is partition {meta.get('partition')} of the store; "
+                    "partition files must not be renamed"
+                )
+        if names != expected:
+            missing = sorted(expected - names)
+            extra = sorted(names - expected)
+            raise RecoveryError(
+                f"{root}: the store has {count} partitions, but "
+                + "; ".join(
+                    part
+                    for part in (
+                        f"missing {', '.join(missing)}" if missing else "",
+                        f"extra {', '.join(extra)}" if extra else "",
+                    )
+                    if part
+                )
+            )
+        return count, str(next(iter(ids)))
+
+    @contextlib.contextmanager
+    def _ledger(self) -> Iterator[sqlite3.Connection]:
+        conn = _connect(partition_paths(self.directory, self.partitions)[0])
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def _each_partition(self) -> Iterator[sqlite3.Connection]:
+        for path in partition_paths(self.directory, self.partitions):
+            conn = _connect(path)
+            try:
+                yield conn
+            finally:
+                conn.close()
+
+    # -- executions ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Hold the store's execution lock while the block runs; refuse if another holds it.
+
+        The lock is an OS lock (``flock``) on ``execution.lock`` in the store
+        directory, held by the process that starts an execution: the
+        operating system releases it when that process exits, even by
+        ``kill -9``, so a crashed execution never blocks the next one.
+        """
+        import fcntl
+
+        path = self.directory / "execution.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+                raise RecoveryError(
+                    f"another execution is running against the recovery store "
+                    f"{self.directory} (process {holder}); executions never overlap: stop "
+                    "it, or wait for it to end, before starting a new one"
+                ) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            try:
+                yield
+            finally:
+                os.ftruncate(fd, 0)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def executions(self) -> list[Execution]:
+        """Every execution so far, oldest first."""
+        with self._ledger() as conn:
+            rows = conn.execute(
+                "SELECT ex_num, resume_epoch, worker_count FROM executions ORDER BY ex_num"
+            ).fetchall()
+        return [Execution(*row) for row in rows]
+
+    def fronts(self, ex_num: int) -> dict[int, tuple[int, bool]]:
+        """Worker index -> (frontier, done) recorded in execution ``ex_num``."""
+        with self._ledger() as conn:
+            rows = conn.execute(
+                "SELECT worker_index, frontier, done FROM fronts WHERE ex_num = ?", (ex_num,)
+            ).fetchall()
+        return {index: (frontier, bool(done)) for index, frontier, done in rows}
+
+    def resume_epoch(self) -> int:
+        """The epoch a new execution resumes from: the last execution's cluster frontier.
+
+        The smallest frontier of the last execution's workers (a worker that
+        recorded none is still at that execution's resume epoch); if every
+        worker's input had ended, the largest of their frontiers, so that a
+        continuation starts after everything already seen.  0 for a new store.
+        """
+        with self._ledger() as conn:
+            return self._resume_epoch(conn)
+
+    @staticmethod
+    def _resume_epoch(conn: sqlite3.Connection) -> int:
+        last = conn.execute(
+            "SELECT ex_num, resume_epoch, worker_count FROM executions ORDER BY ex_num DESC LIMIT 1"
+        ).fetchone()
+        if last is None:
+            return 0
+        ex_num, resume, workers = last
+        rows = conn.execute(
+            "SELECT frontier, done FROM fronts WHERE ex_num = ?", (ex_num,)
+        ).fetchall()
+        if len(rows) == workers and all(done for _, done in rows):
+            return int(max([resume, *(frontier for frontier, _ in rows)]))
+        frontiers = [frontier for frontier, done in rows if not done]
+        if len(rows) < workers:
+            frontiers.append(resume)
+        return int(max(resume, min(frontiers)))
+
+    def begin_execution(self, worker_count: int) -> Execution:
+        """Start the next execution: number it, compute its resume epoch, drop its future.
+
+        Snapshots at or after the resume epoch belong to a failed execution's
+        unfinished epochs; they are deleted so that no later resume can mix
+        them with the new execution's.  Garbage is collected too.
+        """
+        with self._ledger() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                resume = self._resume_epoch(conn)
+                (last,) = conn.execute("SELECT COALESCE(MAX(ex_num), 0) FROM executions").fetchone()
+                execution = Execution(last + 1, resume, worker_count)
+                conn.execute(
+                    "INSERT INTO executions (ex_num, worker_count, resume_epoch, started) "
+                    "VALUES (?, ?, ?, ?)",
+                    (execution.ex_num, worker_count, resume, time.time()),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        for part in self._each_partition():
+            part.execute("DELETE FROM snaps WHERE epoch >= ?", (resume,))
+        self.collect_garbage()
+        return execution
+
+    # -- snapshots ----------------------------------------------------------------
+
+    def load(
+        self, step_id: str, before: int, worker_index: int = 0, worker_count: int = 1
+    ) -> dict[str, Any]:
+        """The state of every key of ``step_id`` as of epoch ``before``, for one worker.
+
+        The latest snapshot of each key before ``before``; a discarded key is
+        absent.  Only the keys routed to ``worker_index`` of ``worker_count``.
+        """
+        states: dict[str, Any] = {}
+        query = (
+            "SELECT state_key, state FROM snaps AS s WHERE step_id = ? AND key_hash % ? = ? "
+            "AND epoch = (SELECT MAX(epoch) FROM snaps WHERE step_id = s.step_id "
+            "AND state_key = s.state_key AND epoch < ?)"
+        )
+        for conn in self._each_partition():
+            for state_key, blob in conn.execute(
+                query, (step_id, worker_count, worker_index, before)
+            ):
+                if blob is not None:
+                    states[state_key] = pickle.loads(blob)
+        return states
+
+    def snapshots(self, step_id: str | None = None) -> list[tuple[str, str, int, Any]]:
+        """Every stored snapshot ``(step_id, state_key, epoch, state)``, sorted (tests, tools)."""
+        out: list[tuple[str, str, int, Any]] = []
+        for conn in self._each_partition():
+            rows = conn.execute(
+                "SELECT step_id, state_key, epoch, state FROM snaps"
+                + (" WHERE step_id = ?" if step_id is not None else ""),
+                (step_id,) if step_id is not None else (),
+            ).fetchall()
+            out.extend(
+                (s, k, e, None if blob is None else pickle.loads(blob)) for s, k, e, blob in rows
+            )
+        return sorted(out, key=lambda row: row[:3])
+
+    def collect_garbage(self) -> int:
+        """Delete the snapshots no resume can need; return how many were deleted.
+
+        A resume starts at the current resume epoch ``R`` or later, so of a
+        key's snapshots before ``R`` only the latest is needed, and not even
+        that one if it is a discard.  Snapshots at ``R`` and after stay.
+        """
+        resume = self.resume_epoch()
+        deleted = 0
+        for conn in self._each_partition():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                cur = conn.execute(
+                    "DELETE FROM snaps WHERE epoch < ? AND epoch < (SELECT MAX(epoch) FROM snaps "
+                    "AS t WHERE t.step_id = snaps.step_id AND t.state_key = snaps.state_key "
+                    "AND t.epoch < ?)",
+                    (resume, resume),
+                )
+                deleted += cur.rowcount
+                cur = conn.execute("DELETE FROM snaps WHERE epoch < ? AND state IS NULL", (resume,))
+                deleted += cur.rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return deleted
+
+    def writer(self, ex_num: int, worker_index: int) -> SnapshotWriter:
+        """A worker's writer of snapshots and frontiers (its own connections)."""
+        return SnapshotWriter(self, ex_num, worker_index)
+
+
+class SnapshotWriter:
+    """One worker's snapshots and frontier, committed in batches.
+
+    :meth:`snapshot` queues rows (serialised at once: the state may change
+    after the epoch closes); :meth:`commit` writes the queued snapshots to
+    their partitions, then the worker's frontier to the ledger, so a
+    committed frontier never runs ahead of the snapshots it covers.
+    """
+
+    def __init__(self, store: RecoveryStore, ex_num: int, worker_index: int) -> None:
+        self.store = store
+        self.ex_num = ex_num
+        self.worker_index = worker_index
+        self._conns = [
+            _connect(path) for path in partition_paths(store.directory, store.partitions)
+        ]
+        self._pending: list[list[tuple[str, str, int, int, bytes | None]]] = [
+            [] for _ in self._conns
+        ]
+        self.committed: tuple[int, bool] | None = None
+
+    def snapshot(self, step_id: str, epoch: int, states: Iterable[tuple[str, Any]]) -> None:
+        """Queue ``(state_key, state)`` of ``step_id`` at the end of ``epoch`` (None: discard)."""
+        pending, parts = self._pending, self.store.partitions
+        for state_key, state in states:
+            h = key_hash(state_key)
+            try:
+                blob = None if state is None else pickle.dumps(state, pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:
+                raise RecoveryError(
+                    f"step {step_id!r} on worker {self.worker_index}: the state of key "
+                    f"{state_key!r} at epoch {epoch} cannot be snapshotted ({exc}); keep "
+                    "picklable state in stateful steps"
+                ) from exc
+            pending[h % parts].append((step_id, state_key, epoch, h, blob))
+
+    def commit(self, frontier: int, done: bool = False) -> None:
+        """Write the queued snapshots, then record this worker's frontier."""
+        for conn, rows in zip(self._conns, self._pending, strict=True):
+            if rows:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany("INSERT OR REPLACE INTO snaps VALUES (?, ?, ?, ?, ?)", rows)
+                conn.execute("COMMIT")
+                rows.clear()
+        if self.committed != (frontier, done):
+            self._conns[0].execute(
+                "INSERT OR REPLACE INTO fronts (ex_num, worker_index, frontier, done) "
+                "VALUES (?, ?, ?, ?)",
+                (self.ex_num, self.worker_index, frontier, int(done)),
+            )
+            self.committed = (frontier, done)
+
+    def close(self) -> None:
+        """Close the connections (queued snapshots not committed are dropped)."""
+        for conn in self._conns:
+            conn.close()
+
+
+def describe(store: RecoveryStore) -> Sequence[str]:
+    """Lines describing ``store``: partitions, executions and their fronts, snapshot counts."""
+    lines = [f"{store.directory}: {store.partitions} partition(s), store {store.store_id}"]
+    for ex in store.executions():
+        fronts = store.fronts(ex.ex_num)
+        shown = ", ".join(
+            f"{w}: {f}{' (done)' if d else ''}" for w, (f, d) in sorted(fronts.items())
+        )
+        lines.append(
+            f"execution {ex.ex_num}: {ex.worker_count} worker(s), resumed at epoch "
+            f"{ex.resume_epoch}; frontiers {{{shown}}}"
+        )
+    lines.append(f"resume epoch for the next execution: {store.resume_epoch()}")
+    count = sum(
+        conn.execute("SELECT COUNT(*) FROM snaps").fetchone()[0] for conn in store._each_partition()
+    )
+    lines.append(f"snapshots: {count}")
+    return lines
