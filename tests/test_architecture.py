@@ -33,10 +33,12 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "dataflow": ("base", "progress", "communication"),
     "worker": ("base", "progress", "communication", "dataflow"),
     "execute": ("base", "progress", "communication", "dataflow", "worker"),
-    "flow": ("base", "progress", "communication", "dataflow", "worker", "execute"),
-    "top": ("base", "progress", "communication", "dataflow", "worker", "execute", "flow"),
-    "spark": ("base", "progress", "communication", "dataflow", "worker", "execute", "flow",
-              "top"),
+    "recovery": ("base",),
+    "flow": ("base", "progress", "communication", "dataflow", "worker", "execute", "recovery"),
+    "top": ("base", "progress", "communication", "dataflow", "worker", "execute", "recovery",
+            "flow"),
+    "spark": ("base", "progress", "communication", "dataflow", "worker", "execute", "recovery",
+              "flow", "top"),
 }
 #: Third-party packages each layer may import (the standard library is always allowed).
 THIRD_PARTY: dict[str, tuple[str, ...]] = {
@@ -46,6 +48,7 @@ THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "dataflow": (),
     "worker": (),
     "execute": (),
+    "recovery": (),
     "flow": ("cloudpickle", "msgpack"),
     "top": (),
     "spark": ("pyspark", "zmq", "cloudpickle", "py4j"),
@@ -62,6 +65,7 @@ def layer_of(module: str) -> str:
         ("timelypy.dataflow", "dataflow"),
         ("timelypy.worker", "worker"),
         ("timelypy.execute", "execute"),
+        ("timelypy.recovery", "recovery"),
         ("timelypy.flow", "flow"),
     ):
         if module == prefix or module.startswith(prefix + "."):

@@ -363,3 +363,71 @@ def test_manual_output_sees_the_epoch_of_every_item(tmp_path):
     flow.capture(ManualOutputConfig(lambda i, n: lambda epoch, item: seen.append(epoch)))
     list(run(flow, [(3, ("a", 1)), (5, ("a", 2))], recovery_config=config(tmp_path)))
     assert seen == [3, 5]
+
+
+# -- random failure points in random flows ----------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _random_flow(prefix, fail_epoch, sink):
+    def fail(epoch, item):
+        if epoch == fail_epoch:
+            raise RuntimeError(f"injected failure at epoch {epoch}")
+
+    flow = Dataflow()
+    for kind in prefix:
+        if kind == "double":
+            flow.map(lambda kv: (kv[0], kv[1] * 2))
+        elif kind == "drop_odd":
+            flow.filter(lambda kv: kv[1] % 2 == 0)
+        else:
+            flow.flat_map(lambda kv: [kv, (kv[0] + "x", 1)])
+    flow.inspect_epoch(fail)
+    flow.stateful_map("running", builder, running_sum)
+    flow.reduce("batches", lambda a, b: a + b, lambda total: total >= 7)
+    flow.capture(ManualOutputConfig(lambda i, n: lambda epoch, item: sink.append((epoch, item))))
+    return flow
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    prefix=st.lists(st.sampled_from(["double", "drop_odd", "split"]), max_size=3),
+    epochs=st.lists(
+        st.lists(st.tuples(st.sampled_from(KEYS), st.integers(0, 5)), max_size=6),
+        min_size=1,
+        max_size=8,
+    ),
+    fail_epoch=st.integers(0, 8),
+    workers=st.sampled_from([1, 2, 3]),
+    resume_workers=st.sampled_from([1, 2]),
+)
+def test_random_failures_resume_to_the_failure_free_output(
+    tmp_path_factory, prefix, epochs, fail_epoch, workers, resume_workers
+):
+    def pairs():
+        for epoch, items in enumerate(epochs):
+            yield from ((epoch, item) for item in items)
+            time.sleep(0.012)  # past a read's 10 ms: earlier epochs close and commit first
+
+    clean: list = []
+    run_cluster(_random_flow(prefix, None, clean), pairs(), 1, workers)
+    cfg = RecoveryConfig(tmp_path_factory.mktemp("store"), commit_interval=0)
+    first: list = []
+    try:
+        run_cluster(
+            _random_flow(prefix, fail_epoch, first), pairs(), 1, workers, recovery_config=cfg
+        )
+    except RuntimeError as exc:
+        assert "injected failure" in str(exc)
+    resume = cfg.store().resume_epoch()
+    second: list = []
+    run_cluster(
+        _random_flow(prefix, None, second), pairs(), 1, resume_workers, recovery_config=cfg
+    )
+    assert resumed_union(first, second, resume) == Counter(clean)
