@@ -9,91 +9,9 @@ from operator import add
 import pytest
 
 from tests.flow.reference import per_epoch
+from tests.flow.seed_004 import HAMLET, ONE_EPOCH, SEED_INSPECTING_EPOCHS
 from timelypy.flow import Dataflow, run, run_cluster
 from timelypy.flow.inputs import AdvanceTo, Emit, ManualInputConfig
-
-HAMLET = """\
-To be, or not to be, that is the question:
-Whether 'tis nobler in the mind to suffer
-The slings and arrows of outrageous fortune,
-Or to take arms against a sea of troubles
-And by opposing end them.
-"""
-
-#: What seed 004 prints for one epoch (order free).
-ONE_EPOCH = [
-    ("fortune", 1),
-    ("a", 1),
-    ("whether", 1),
-    ("them", 1),
-    ("nobler", 1),
-    ("'tis", 1),
-    ("arrows", 1),
-    ("slings", 1),
-    ("and", 2),
-    ("outrageous", 1),
-    ("sea", 1),
-    ("by", 1),
-    ("or", 2),
-    ("not", 1),
-    ("opposing", 1),
-    ("question", 1),
-    ("mind", 1),
-    ("that", 1),
-    ("to", 4),
-    ("end", 1),
-    ("arms", 1),
-    ("suffer", 1),
-    ("take", 1),
-    ("in", 1),
-    ("against", 1),
-    ("is", 1),
-    ("of", 2),
-    ("the", 3),
-    ("be", 2),
-    ("troubles", 1),
-]
-
-#: What seed 004 prints with one epoch per line, "epoch item" (order free).
-PER_LINE = """\
-0 ('to', 2)
-0 ('question', 1)
-0 ('is', 1)
-0 ('not', 1)
-0 ('that', 1)
-0 ('or', 1)
-0 ('be', 2)
-0 ('the', 1)
-1 ("'tis", 1)
-1 ('in', 1)
-1 ('to', 1)
-1 ('suffer', 1)
-1 ('whether', 1)
-2 ('slings', 1)
-2 ('of', 1)
-2 ('arrows', 1)
-1 ('nobler', 1)
-1 ('the', 1)
-1 ('mind', 1)
-2 ('the', 1)
-2 ('and', 1)
-2 ('fortune', 1)
-2 ('outrageous', 1)
-3 ('of', 1)
-3 ('arms', 1)
-3 ('against', 1)
-3 ('to', 1)
-3 ('take', 1)
-3 ('a', 1)
-3 ('sea', 1)
-3 ('or', 1)
-3 ('troubles', 1)
-4 ('and', 1)
-4 ('end', 1)
-4 ('them', 1)
-4 ('by', 1)
-4 ('opposing', 1)
-"""
 
 
 def lower(line):
@@ -147,7 +65,7 @@ def test_wordcount_one_epoch_per_line(wordcount_txt, capsys):
     for epoch, item in run(flow, per_line_input()):
         print(epoch, item)
     printed = capsys.readouterr().out.splitlines()
-    assert Counter(printed) == Counter(PER_LINE.splitlines())
+    assert Counter(printed) == Counter(SEED_INSPECTING_EPOCHS.splitlines())
 
 
 def test_capture_of_enumerate(capsys):
