@@ -40,7 +40,6 @@ from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Exchange, Pact, Pipeline
 from timelypy.dataflow.handles import Frontier, OperatorOutput
-from timelypy.dataflow.input import InputHandle
 from timelypy.dataflow.probe import ProbeHandle
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
@@ -60,7 +59,7 @@ from timelypy.flow.outputs import (
     TestingOutputConfig,
     print_batch,
 )
-from timelypy.flow.primaries import agree_primaries
+from timelypy.flow.primaries import agree_primaries, broadcast_from_first
 from timelypy.flow.state import StepState
 from timelypy.flow.steps import (
     BatchFn,
@@ -151,7 +150,8 @@ class _Reader:
         self.pairs = pairs
         self.cap: Capability | None = None
         self.epoch: int | None = None
-        #: the largest epoch this reader advanced to or sent items at (None: none yet)
+        #: the largest epoch this reader advanced to or sent items at (None: none yet);
+        #: events always advance first, pairs may send at the resume epoch without it
         self.reached: int | None = None
         self.resume = 0
         self.done = False
@@ -257,7 +257,6 @@ class _Reader:
                 if event.epoch != epoch:
                     if batch:
                         output.give_batch(cap, batch)
-                        self.reached = self.epoch
                         batch = []
                     self._advance(event.epoch)
                     epoch = event.epoch
@@ -273,7 +272,6 @@ class _Reader:
             self.done = True
         if batch:
             output.give_batch(cap, batch)
-            self.reached = self.epoch
 
 
 class FlowWorker:
@@ -695,19 +693,21 @@ class Recovery:
         self.end_epoch = execution.resume_epoch
 
     @classmethod
-    def begin(cls, worker: Worker, config: RecoveryConfig, stack: contextlib.ExitStack) -> Recovery:
+    def begin(
+        cls, worker: Worker, config: RecoveryConfig, stack: contextlib.ExitStack
+    ) -> Recovery:
         """Agree on the execution (worker 0 begins it, under the store's lock)."""
+        store: RecoveryStore | None = None
+        begun = None
         if worker.index == 0:
             store = config.store()
             stack.enter_context(store.running())
             execution = store.begin_execution(worker.peers)
-            agreed = broadcast_from_first(worker, (execution.ex_num, execution.resume_epoch))
-        else:
-            ex_num, resume = broadcast_from_first(worker, None)
+            begun = (execution.ex_num, execution.resume_epoch)
+        ex_num, resume = broadcast_from_first(worker, begun, "the execution")
+        if store is None:
             store = RecoveryStore(config.db_dir)
-            execution = Execution(ex_num, resume, worker.peers)
-            agreed = (ex_num, resume)
-        assert agreed == (execution.ex_num, execution.resume_epoch)
+        execution = Execution(ex_num, resume, worker.peers)
         recovery = cls(worker, store, execution, config.commit_interval)
         stack.callback(recovery.writer.close)
         return recovery
@@ -736,25 +736,3 @@ class Recovery:
         if self.worker.index == 0:
             self.store.collect_garbage()
 
-
-def broadcast_from_first(worker: Worker, value: Any) -> Any:
-    """Every worker returns worker 0's ``value`` (the others pass anything)."""
-    received: list[Any] = []
-    handle: InputHandle[Any] = InputHandle()
-    probe = ProbeHandle()
-    worker.dataflow(
-        lambda scope: (
-            scope.input_from(handle)
-            .exchange(lambda message: message[0])
-            .inspect(lambda message: received.append(message[1]))
-            .probe_with(probe)
-        )
-    )
-    if worker.index == 0:
-        for target in range(worker.peers):
-            handle.send((target, value))
-    handle.close()
-    worker.step_while(lambda: not probe.done())
-    if len(received) != 1:
-        raise FlowError(f"worker {worker.index} received {len(received)} broadcasts, not 1")
-    return received[0]

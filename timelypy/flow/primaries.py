@@ -108,25 +108,34 @@ def agree_primaries(
     handle.close()
     worker.step_while(lambda: not probe.done())
 
-    received: list[dict[str, int]] = []
-    answer: InputHandle[Any] = InputHandle()
-    answered = ProbeHandle()
+    assignment = None
+    if worker.index == 0:
+        assignment = assign_primaries(dict((w, list(p)) for w, p in reports), required, what)
+    return dict(broadcast_from_first(worker, assignment, what))
+
+
+def broadcast_from_first(worker: Worker, value: Any, what: str = "a broadcast") -> Any:
+    """Every worker returns worker 0's ``value`` (the others' ``value`` is ignored).
+
+    A small dataflow of the worker's own runtime: worker 0 sends one copy
+    to each worker, and every worker steps until its copy has arrived.
+    """
+    received: list[Any] = []
+    handle: InputHandle[Any] = InputHandle()
+    probe = ProbeHandle()
     worker.dataflow(
         lambda scope: (
-            scope.input_from(answer)
+            scope.input_from(handle)
             .exchange(lambda message: message[0])
             .inspect(lambda message: received.append(message[1]))
-            .probe_with(answered)
+            .probe_with(probe)
         )
     )
     if worker.index == 0:
-        assignment = assign_primaries(dict((w, list(p)) for w, p in reports), required, what)
         for target in range(worker.peers):
-            answer.send((target, assignment))
-    answer.close()
-    worker.step_while(lambda: not answered.done())
+            handle.send((target, value))
+    handle.close()
+    worker.step_while(lambda: not probe.done())
     if len(received) != 1:
-        raise FlowError(
-            f"{what}: worker {worker.index} received {len(received)} assignments, not 1"
-        )
-    return dict(received[0])
+        raise FlowError(f"{what}: worker {worker.index} received {len(received)} copies, not 1")
+    return received[0]
