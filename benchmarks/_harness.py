@@ -21,7 +21,10 @@ table, or as Markdown for ``docs/performance.md``.
 from __future__ import annotations
 
 import gc
+import importlib.util
+import logging
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -239,3 +242,23 @@ def print_table(
 ) -> None:
     """Print ``format_table(rows, columns, markdown=markdown)``."""
     print(format_table(rows, columns, markdown=markdown), file=file)
+
+
+def log_progress() -> None:
+    """Print the ``benchmarks`` loggers' progress notes on stderr as ``# message`` lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("# %(message)s"))
+    progress = logging.getLogger("benchmarks")
+    progress.addHandler(handler)
+    progress.setLevel(logging.INFO)
+
+
+def bytewax_available(wanted: bool, logger: logging.Logger) -> bool:
+    """Whether to run the bytewax peers: ``wanted`` and installed (else a warning says how)."""
+    if wanted and importlib.util.find_spec("bytewax") is None:
+        logger.warning(
+            "bytewax is not installed, so the bytewax peers are skipped; install the "
+            "benchmark extras with `pip install -e '.[bench]'` to compare with it"
+        )
+        return False
+    return wanted

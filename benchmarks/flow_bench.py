@@ -97,7 +97,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
-import importlib.util
 import logging
 import math
 import pstats
@@ -117,10 +116,10 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _data
-from benchmarks._harness import Stats, fmt_ratio, print_table
+from benchmarks._harness import Stats, bytewax_available, fmt_ratio, log_progress, print_table
 from benchmarks.peers import bytewax_peer
 from benchmarks.peers.plain import add_one
-from benchmarks.runtime_bench import COLUMNS, GOAL_COLUMNS, Workload, machine
+from benchmarks.runtime_bench import Workload, machine, print_report
 from timelypy.flow import Dataflow, run, run_cluster
 from timelypy.flow.driver import PULL_LIMIT
 
@@ -710,19 +709,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat is not None and args.repeat < 1:
         parser.error("--repeat must be >= 1")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("# %(message)s"))
-    progress = logging.getLogger("benchmarks")
-    progress.addHandler(handler)
-    progress.setLevel(logging.INFO)
-
-    bytewax = not args.no_bytewax and not args.profile
-    if bytewax and importlib.util.find_spec("bytewax") is None:
-        logger.warning(
-            "bytewax is not installed, so the bytewax peers are skipped; install the "
-            "benchmark extras with `pip install -e '.[bench]'` to compare with it"
-        )
-        bytewax = False
+    log_progress()
+    bytewax = bytewax_available(not args.no_bytewax and not args.profile, logger)
     scale = args.scale or (10 if args.quick else 1)
     repeat = args.repeat or (3 if args.quick else 5)
     size = "full size" if scale == 1 else f"1/{scale} size"
@@ -764,17 +752,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows += w.rows()
         workloads.append(w)
 
-    print(
+    print_report(
         f"timelypy.flow, {size} ({len(lines):,} lines, {epochs:,} epochs of "
         f"{max(1, len(lines) // epochs):,} lines in wordcount_1000_epochs), median of {repeat} "
-        f"interleaved runs, {machine()}" + ("" if bytewax else "; bytewax not run")
+        f"interleaved runs, {machine()}" + ("" if bytewax else "; bytewax not run"),
+        rows,
+        goal_rows(workloads),
+        markdown=args.markdown,
     )
-    print()
-    print_table(rows, COLUMNS, markdown=args.markdown)
-    print()
-    print("goals (medians of the runs above; met or not by the wall-clock medians)")
-    print()
-    print_table(goal_rows(workloads), GOAL_COLUMNS, markdown=args.markdown)
     return 0
 
 

@@ -44,6 +44,7 @@ from benchmarks._harness import (
     fmt_rate,
     fmt_ratio,
     fmt_seconds,
+    log_progress,
     measure_interleaved,
     print_table,
 )
@@ -163,11 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]", help="Spark master (%(default)s)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args(argv)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("# %(message)s"))
-    progress = logging.getLogger("benchmarks")  # this script's and _data's progress notes
-    progress.addHandler(handler)
-    progress.setLevel(logging.INFO)
+    log_progress()  # this script's and _data's progress notes
 
     if not args.no_bytewax:
         _require("bytewax", "--no-bytewax", "bench")

@@ -67,9 +67,11 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` importable
 from benchmarks import _data, timelypy_side
 from benchmarks._harness import (
     Stats,
+    bytewax_available,
     fmt_rate,
     fmt_ratio,
     fmt_seconds,
+    log_progress,
     measure_interleaved,
     print_table,
 )
@@ -301,19 +303,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat is not None and args.repeat < 1:
         parser.error("--repeat must be >= 1")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("# %(message)s"))
-    progress = logging.getLogger("benchmarks")
-    progress.addHandler(handler)
-    progress.setLevel(logging.INFO)
-
-    bytewax = not args.no_bytewax
-    if bytewax and importlib.util.find_spec("bytewax") is None:
-        logger.warning(
-            "bytewax is not installed, so the bytewax peers are skipped; install the "
-            "benchmark extras with `pip install -e '.[bench]'` to compare with it"
-        )
-        bytewax = False
+    log_progress()
+    bytewax = bytewax_available(not args.no_bytewax, logger)
     scale = 10 if args.quick else 1
     repeat = args.repeat or (3 if args.quick else 5)
     size = "quick (1/10 size)" if args.quick else "full size"
@@ -328,17 +319,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         w.check()
         rows += w.rows()
 
-    print(
+    print_report(
         f"runtime, {size}, 1 worker, median of {repeat} interleaved runs, {machine()}, "
-        f"timelypy to_stream batch {CHUNK}" + ("" if bytewax else "; bytewax not run")
+        f"timelypy to_stream batch {CHUNK}" + ("" if bytewax else "; bytewax not run"),
+        rows,
+        goal_rows(workloads),
+        markdown=args.markdown,
     )
+    return 0
+
+
+def print_report(
+    title: str, rows: list[list[str]], goals: list[list[str]], *, markdown: bool
+) -> None:
+    """The title, the table of ``rows`` (:data:`COLUMNS`), then the goals table."""
+    print(title)
     print()
-    print_table(rows, COLUMNS, markdown=args.markdown)
+    print_table(rows, COLUMNS, markdown=markdown)
     print()
     print("goals (medians of the runs above; met or not by the wall-clock medians)")
     print()
-    print_table(goal_rows(workloads), GOAL_COLUMNS, markdown=args.markdown)
-    return 0
+    print_table(goals, GOAL_COLUMNS, markdown=markdown)
 
 
 if __name__ == "__main__":
