@@ -46,9 +46,15 @@ from timelypy.errors import ConfigError, FlowError
 from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.driver import flow_program
 from timelypy.flow.inputs import InputConfig, ManualInputConfig, epochs_from_pairs
-from timelypy_spark.driver import run_barrier, spark_context
+from timelypy_spark.driver import spark_context
 from timelypy_spark.epochs import Epochs, memory_mb
-from timelypy_spark.io import as_rdd, materialize, row_converter, session_of
+from timelypy_spark.io import (
+    as_rdd,
+    check_workers,
+    row_converter,
+    run_streaming,
+    session_of,
+)
 from timelypy_spark.task import EmitBatch, StreamProgram
 
 __all__ = ["run_flow", "flow_rows", "frame_schema"]
@@ -121,9 +127,7 @@ def run_flow(
             )
         config = source if source is not None else own
         assert config is not None
-        workers = int(sc.defaultParallelism) if workers is None else workers
-        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-            raise ConfigError(f"workers must be a positive int, got {workers!r}")
+        workers = check_workers(int(sc.defaultParallelism) if workers is None else workers)
         rdd = sc.parallelize([], workers)
         program = _config_program(flow, config)
     else:
@@ -137,21 +141,17 @@ def run_flow(
         )
         convert = row_converter(source, row_type)
         rdd = as_rdd(source, workers, "run_flow()")
-        workers = rdd.getNumPartitions()
         program = _records_program(flow, epochs, convert)
     output_schema = None if schema is None else frame_schema(spark, schema, epoch_column)
-    output = run_barrier(
+    output = run_streaming(
         sc,
         rdd,
-        None,
-        workers,
-        flatten=True,
+        program,
+        collect=collect,
         timeout=timeout,
         attempts=attempts,
         serializer=serializer,
         connect_timeout=connect_timeout,
-        action=(lambda barrier_rdd: barrier_rdd.collect()) if collect else materialize,
-        stream_program=program,
     )
     if output_schema is None:
         return output

@@ -42,7 +42,16 @@ from timelypy_spark.driver import run_barrier, spark_context
 from timelypy_spark.epochs import Epochs, memory_mb
 from timelypy_spark.task import EmitBatch, StreamProgram
 
-__all__ = ["run", "BATCH", "as_rdd", "row_converter", "materialize", "session_of"]
+__all__ = [
+    "run",
+    "BATCH",
+    "as_rdd",
+    "check_workers",
+    "row_converter",
+    "materialize",
+    "run_streaming",
+    "session_of",
+]
 
 #: Records per batch fed into the dataflow.
 BATCH = 4096
@@ -86,23 +95,57 @@ def run(
     if collect and schema is not None:
         raise ConfigError("collect=True returns a list; it cannot also make a DataFrame")
     rdd = as_rdd(source, workers)
-    workers = rdd.getNumPartitions()
-    output = run_barrier(
+    output = run_streaming(
+        sc,
+        rdd,
+        _program(build, epochs, convert),
+        collect=collect,
+        timeout=timeout,
+        attempts=attempts,
+        serializer=serializer,
+        connect_timeout=connect_timeout,
+    )
+    if schema is None:
+        return output
+    return session_of(spark).createDataFrame(output, schema)
+
+
+def run_streaming(
+    sc: Any,
+    rdd: Any,
+    program: StreamProgram,
+    *,
+    collect: bool,
+    timeout: float | None,
+    attempts: int,
+    serializer: str,
+    connect_timeout: float,
+) -> Any:
+    """Run ``program`` as one barrier task per partition of ``rdd``; its output records.
+
+    The tasks stream their output records back as they are emitted; the
+    result is the driver's list (``collect``) or an RDD of them.
+    """
+    return run_barrier(
         sc,
         rdd,
         None,
-        workers,
+        rdd.getNumPartitions(),
         flatten=True,
         timeout=timeout,
         attempts=attempts,
         serializer=serializer,
         connect_timeout=connect_timeout,
         action=(lambda barrier_rdd: barrier_rdd.collect()) if collect else materialize,
-        stream_program=_program(build, epochs, convert),
+        stream_program=program,
     )
-    if schema is None:
-        return output
-    return session_of(spark).createDataFrame(output, schema)
+
+
+def check_workers(workers: object) -> int:
+    """``workers`` if it is a positive int, else a :class:`ConfigError`."""
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ConfigError(f"workers must be a positive int, got {workers!r}")
+    return workers
 
 
 def as_rdd(source: Any, workers: int | None, what: str = "run()") -> Any:
@@ -119,10 +162,7 @@ def as_rdd(source: Any, workers: int | None, what: str = "run()") -> Any:
         raise ConfigError(
             f"{what} needs an RDD or a DataFrame as its source, not {type(source).__name__}"
         )
-    if workers is None:
-        workers = rdd.getNumPartitions()
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise ConfigError(f"workers must be a positive int, got {workers!r}")
+    workers = check_workers(rdd.getNumPartitions() if workers is None else workers)
     if rdd.getNumPartitions() != workers:
         rdd = rdd.repartition(workers)
     return rdd
