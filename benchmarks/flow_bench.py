@@ -99,7 +99,6 @@ import cProfile
 import gc
 import logging
 import math
-import pstats
 import re
 import sys
 import threading
@@ -120,6 +119,7 @@ from benchmarks._harness import Stats, bytewax_available, fmt_ratio, log_progres
 from benchmarks.peers import bytewax_peer
 from benchmarks.peers.plain import add_one
 from benchmarks.runtime_bench import Workload, machine, print_report
+from benchmarks.runtime_profile import CPROFILE_COLUMNS, profile_rows
 from timelypy.flow import Dataflow, run, run_cluster
 from timelypy.flow.driver import PULL_LIMIT
 
@@ -130,7 +130,6 @@ ORDERED_ITEMS = 100_000
 WORKLOADS = ("wordcount_1_epoch", "wordcount_1000_epochs", "stateful_map", "fully_ordered")
 #: Where bytewax's event time starts: epoch ``e`` is ``ALIGN + e`` seconds.
 ALIGN = datetime(2024, 1, 1, tzinfo=UTC)
-PROFILE_COLUMNS = ["function", "calls", "calls/unit", "own", "inclusive"]
 
 #: The goals of the flow issue: (workload, target speed vs bytewax), candidate ``timelypy``.
 GOALS: list[tuple[str, float]] = [
@@ -608,18 +607,6 @@ def goal_rows(workloads: Sequence[Workload]) -> list[list[str]]:
 # -- profiling ------------------------------------------------------------------
 
 
-def _label(key: tuple[str, int, str]) -> str:
-    filename, line, function = key
-    if filename == "~":
-        return function
-    path = Path(filename)
-    try:
-        shown = str(path.resolve().relative_to(_data.REPO_ROOT))
-    except ValueError:
-        shown = path.name
-    return f"{shown}:{line} {function}"
-
-
 def profile_threads(fn: Callable[[], Any]) -> tuple[cProfile.Profile, list[cProfile.Profile]]:
     """Run ``fn()`` under cProfile in this thread and in every thread it starts.
 
@@ -647,21 +634,6 @@ def profile_threads(fn: Callable[[], Any]) -> tuple[cProfile.Profile, list[cProf
     return main, started
 
 
-def profile_rows(
-    profiler: cProfile.Profile, per: int, top: int
-) -> tuple[list[list[str]], int, float]:
-    """The ``top`` functions by own time: rows, all calls, total own seconds."""
-    entries: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
-    total = sum(tt for _, _, tt, _, _ in entries.values()) or 1.0
-    calls_total = sum(calls for _, calls, _, _, _ in entries.values())
-    ordered = sorted(entries.items(), key=lambda item: item[1][2], reverse=True)[:top]
-    rows = [
-        [_label(key), str(calls), f"{calls / per:.3g}", f"{tt / total:.1%}", f"{ct / total:.1%}"]
-        for key, (_, calls, tt, ct, _) in ordered
-    ]
-    return rows, calls_total, total
-
-
 def print_profiles(workloads: Sequence[Workload], top: int, markdown: bool) -> None:
     """Profile each workload's ``timelypy`` candidate once, after an untimed warm-up."""
     for w in workloads:
@@ -680,7 +652,7 @@ def print_profiles(workloads: Sequence[Workload], top: int, markdown: bool) -> N
                 f"profiled; {calls:,} calls, {calls / per:,.1f} per {unit} ({per:,} {unit}s)"
             )
             print()
-            print_table(rows, PROFILE_COLUMNS, markdown=markdown)
+            print_table(rows, CPROFILE_COLUMNS, markdown=markdown)
 
 
 # -- command line ---------------------------------------------------------------

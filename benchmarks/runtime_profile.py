@@ -84,16 +84,27 @@ def cprofile_rows(workload: Workload, top: int) -> tuple[list[list[str]], int]:
     profiler.enable()
     fn()
     profiler.disable()
+    rows, calls_total, _ = profile_rows(profiler, workload.per[0], top)
+    return rows, calls_total
+
+
+def profile_rows(
+    profiler: cProfile.Profile, per: int, top: int
+) -> tuple[list[list[str]], int, float]:
+    """The ``top`` functions by own time (:data:`CPROFILE_COLUMNS`): rows, all calls, seconds.
+
+    Calls are also given per unit of work (``per`` units in the profiled run);
+    shares are of the profiler's total own time.
+    """
     entries: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
     total = sum(tt for _, _, tt, _, _ in entries.values()) or 1.0
     calls_total = sum(calls for _, calls, _, _, _ in entries.values())
-    per, _ = workload.per
     ordered = sorted(entries.items(), key=lambda item: item[1][2], reverse=True)[:top]
     rows = [
         [_label(key), str(calls), f"{calls / per:.3g}", f"{tt / total:.1%}", f"{ct / total:.1%}"]
         for key, (_, calls, tt, ct, _) in ordered
     ]
-    return rows, calls_total
+    return rows, calls_total, total
 
 
 def summarize_raw(raw: str, within: str, top: int) -> tuple[list[list[str]], int]:
