@@ -29,11 +29,14 @@ from timelypy import Config
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(example: str, *args: str) -> list[str]:
-    """Run ``examples/<example>`` with ``args``; return its stdout lines."""
+def run(example: str, *args: str, cwd: Path = ROOT) -> list[str]:
+    """Run ``examples/<example>`` in ``cwd`` with ``args``; return its stdout lines.
+
+    It must exit 0 and write nothing to stderr.
+    """
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / example), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        cwd=cwd, capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr == "", result.stderr

@@ -13,25 +13,11 @@ import importlib.util
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from tests.flow.seed_004 import SEED_INSPECTING_EPOCHS, SEED_MULTIPLE_EPOCHS, SEED_ONE_EPOCH
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def run(example: str, *args: str, cwd: Path) -> list[str]:
-    """Run ``examples/<example>`` in ``cwd`` with ``args``; return its stdout lines."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / example), *args],
-        cwd=cwd, capture_output=True, text=True, timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == "", result.stderr
-    return result.stdout.splitlines()
-
+from tests.test_examples import ROOT, run
 
 # -- Seed 004's wordcount -------------------------------------------------------------
 
