@@ -23,7 +23,10 @@ whether they are threads, processes or Spark tasks.  On each worker it
    ahead of the computation without bound.
 
 When the program returns, :func:`timelypy.execute.run_worker` steps the
-worker until every epoch is complete.
+worker until every epoch is complete.  With a recovery config
+(:class:`Recovery`) the program first agrees on the execution and reloads
+the stateful steps' snapshots, commits snapshots and its frontier as it
+runs, and steps to the end itself so that it can record the last frontier.
 """
 
 from __future__ import annotations
