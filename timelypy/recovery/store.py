@@ -213,18 +213,13 @@ class RecoveryStore:
                     "partition files must not be renamed"
                 )
         if names != expected:
-            missing = sorted(expected - names)
-            extra = sorted(names - expected)
+            problems = []
+            if expected - names:
+                problems.append(f"missing {', '.join(sorted(expected - names))}")
+            if names - expected:
+                problems.append(f"extra {', '.join(sorted(names - expected))}")
             raise RecoveryError(
-                f"{root}: the store has {count} partitions, but "
-                + "; ".join(
-                    part
-                    for part in (
-                        f"missing {', '.join(missing)}" if missing else "",
-                        f"extra {', '.join(extra)}" if extra else "",
-                    )
-                    if part
-                )
+                f"{root}: the store has {count} partitions, but {'; '.join(problems)}"
             )
         return count, str(next(iter(ids)))
 
