@@ -19,7 +19,7 @@ import pytest
 
 from timelypy.errors import RecoveryError
 from timelypy.flow import Dataflow, ManualOutputConfig, run, run_cluster
-from timelypy.flow.inputs import AdvanceTo, Emit, ManualInputConfig
+from timelypy.flow.inputs import AdvanceTo, Emit, ManualInputConfig, PartitionedInputConfig
 from timelypy.recovery import RecoveryConfig, RecoveryStore, create_store
 from timelypy.recovery.store import partition_paths
 
@@ -267,7 +267,7 @@ def test_unpicklable_state_names_the_step_and_key(tmp_path):
 KILL_SCRIPT = """
 import os, sys, time
 from timelypy.flow import Dataflow, ManualOutputConfig, run_cluster
-from timelypy.flow.inputs import AdvanceTo, Emit, ManualInputConfig
+from timelypy.flow.inputs import AdvanceTo, Emit, ManualInputConfig, PartitionedInputConfig
 from timelypy.recovery import RecoveryConfig
 
 out_dir, store_dir, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -425,3 +425,87 @@ def test_random_failures_resume_to_the_failure_free_output(
         _random_flow(prefix, None, second), pairs(), 1, resume_workers, recovery_config=cfg
     )
     assert resumed_union(first, second, resume) == Counter(clean)
+
+
+# -- partitioned inputs: each partition's own resume state --------------------------
+
+#: Three "files" of (epoch, word) rows, epochs ascending; partitions of one input.
+FILES = {
+    f"log-{name}": [(epoch, f"{name}{epoch}") for epoch in range(EPOCHS) for _ in range(2)]
+    for name in "xyz"
+}
+
+
+class FileReader:
+    """Reads one file from a row offset; ``snapshot()`` is the offset of the next row."""
+
+    def __init__(self, part, offset, resume_epoch, fail_at, opened):
+        self.rows = FILES[part]
+        self.offset = offset
+        self.resume_epoch = resume_epoch
+        self.fail_at = fail_at
+        opened.append((part, offset))
+
+    def snapshot(self):
+        return self.offset
+
+    def __iter__(self):
+        current = None
+        while self.offset < len(self.rows):
+            epoch, word = self.rows[self.offset]
+            if epoch < self.resume_epoch:  # only without a resume state
+                self.offset += 1
+                continue
+            if epoch != current:
+                yield AdvanceTo(epoch)
+                current = epoch
+                if epoch == self.fail_at:
+                    raise RuntimeError(f"injected failure at epoch {epoch}")
+            self.offset += 1
+            yield Emit((word[0], 1))
+            time.sleep(0.002)
+
+
+class Files(PartitionedInputConfig):
+    def __init__(self, fail_at=None):
+        self.fail_at = fail_at
+        self.opened = []
+
+    def list_parts(self, worker_index, worker_count):
+        return sorted(FILES)
+
+    def build_part(self, part, resume_epoch, resume_state=None):
+        offset = 0 if resume_state is None else resume_state
+        return FileReader(part, offset, resume_epoch, self.fail_at, self.opened)
+
+
+def files_flow(config):
+    flow = Dataflow()
+    flow.input("files", config)
+    flow.stateful_map("count", builder, lambda total, value: (total + value, total + value))
+    flow.capture()
+    return flow
+
+
+def test_partitioned_input_resumes_each_partition_from_its_own_state(tmp_path):
+    want = Counter(run(files_flow(Files())))
+    first_config = Files(fail_at=7)
+    first: list = []
+    with pytest.raises(RuntimeError, match="injected failure at epoch 7"):
+        for pair in run(files_flow(first_config), recovery_config=config(tmp_path)):
+            first.append(pair)
+    store = RecoveryStore(tmp_path / "store")
+    resume = store.resume_epoch()
+    assert 0 < resume <= 7
+    # every partition's offset at the end of an epoch was snapshotted under the input step
+    assert {key for step, key, _, _ in store.snapshots("files")} == set(FILES)
+
+    again = Files()
+    # two workers now: each reads its own partitions, from their own offsets
+    second = run_cluster(files_flow(again), None, 1, 2, recovery_config=config(tmp_path))
+    # each reader was opened at the first row of the resume epoch, not at the start
+    assert sorted(again.opened) == sorted(
+        (part, next(i for i, row in enumerate(rows) if row[0] >= resume))
+        for part, rows in FILES.items()
+    )
+    assert resumed_union(first, second, resume) == want

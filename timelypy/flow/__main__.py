@@ -11,7 +11,11 @@ standard output.  The options are Timely's:
   ``host:port`` lines (the cluster's shared secret comes from
   ``TIMELYPY_SECRET`` or ``TIMELYPY_SECRET_FILE``);
 * ``-n N`` without ``-p`` -- start all ``N`` processes here, through
-  ``python -m timelypy.launch`` (fresh local ports and secret).
+  ``python -m timelypy.launch`` (fresh local ports and secret);
+* ``-r DIR`` (``--recovery``) -- run as an execution against the recovery
+  store in ``DIR`` (created on first use; every process must reach it),
+  resuming from its resume epoch; ``--commit-interval S`` sets how often
+  each worker commits its snapshots (default 0.05 s).
 
 Exit status: 0 when the flow completed, 1 when it failed (the error is
 printed), 2 for a usage error.
@@ -26,17 +30,19 @@ import traceback
 from collections.abc import Sequence
 
 from timelypy.communication.config import parse_arguments
-from timelypy.errors import ConfigError, FlowError
+from timelypy.errors import ConfigError, FlowError, RecoveryError
 from timelypy.execute import execute
 from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.driver import flow_program
 from timelypy.flow.outputs import print_batch
+from timelypy.recovery import RecoveryConfig
 
 __all__ = ["main", "load_flow", "USAGE"]
 
 #: What ``--help`` prints.
 USAGE = """\
 usage: python -m timelypy.flow MODULE[:ATTR] [-w WORKERS] [-n PROCESSES [-p INDEX -h HOSTFILE]]
+                             [-r RECOVERY_DIR [--commit-interval SECONDS]]
 
 Run the timelypy.flow Dataflow MODULE.ATTR (default ATTR: flow; a function of no
 arguments returning a Dataflow works too). Its first step must be an input
@@ -47,6 +53,9 @@ step; captures without an output config print their items.
                         started here
   -p, --process I       this process's index (0 to N-1)
   -h, --hostfile FILE   host:port lines, one per process
+  -r, --recovery DIR    recover from (and snapshot to) the recovery store in DIR:
+                        a rerun resumes from the last execution's resume epoch
+  --commit-interval S   seconds between a worker's snapshot commits (default 0.05)
   --help                show this message
 """
 
@@ -84,6 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
+        args, recovery_args = _recovery_arguments(args)
+        recovery = _recovery_config(recovery_args)
         given = parse_arguments(args, usage=USAGE)
         if given.help:
             print(USAGE)
@@ -106,11 +117,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "-m",
                 "timelypy.flow",
                 target,
+                *recovery_args,
             ]
             return subprocess.call(command)
         config = given.config()
         flow = load_flow(target)
-    except (ConfigError, FlowError) as exc:
+    except (ConfigError, FlowError, RecoveryError) as exc:
         print(f"timelypy.flow: {exc}", file=sys.stderr)
         return 2
     source = flow.input_config
@@ -122,13 +134,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     try:
-        execute(config, flow_program(flow, source, print_batch, collect_on=None))
+        execute(
+            config,
+            flow_program(
+                flow, source, print_batch, collect_on=None, recovery_config=recovery
+            ),
+        )
     except KeyboardInterrupt:
         return 130
     except Exception:
         traceback.print_exc()
         return 1
     return 0
+
+
+def _recovery_arguments(args: list[str]) -> tuple[list[str], list[str]]:
+    """Split ``args`` into the Timely options and the recovery options (with their values)."""
+    rest: list[str] = []
+    recovery: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, value = arg.partition("=")
+        if name in ("-r", "--recovery", "--commit-interval"):
+            if eq:
+                recovery += [name, value]
+                i += 1
+                continue
+            if i + 1 >= len(args):
+                raise ConfigError(f"{name} needs a value\n{USAGE}")
+            recovery += [name, args[i + 1]]
+            i += 2
+            continue
+        rest.append(arg)
+        i += 1
+    return rest, recovery
+
+
+def _recovery_config(recovery_args: list[str]) -> RecoveryConfig | None:
+    """The :class:`RecoveryConfig` the recovery options ask for, if any."""
+    options = dict(zip(recovery_args[::2], recovery_args[1::2], strict=True))
+    directory = options.get("-r", options.get("--recovery"))
+    interval = options.get("--commit-interval")
+    if directory is None:
+        if interval is not None:
+            raise ConfigError("--commit-interval needs -r DIR (a recovery store)")
+        return None
+    if interval is None:
+        return RecoveryConfig(directory)
+    try:
+        seconds = float(interval)
+    except ValueError:
+        raise ConfigError(f"--commit-interval takes seconds, got {interval!r}") from None
+    return RecoveryConfig(directory, commit_interval=seconds)
 
 
 if __name__ == "__main__":

@@ -131,7 +131,9 @@ class _Reader:
         "name",
         "pairs",
         "reached",
+        "record",
         "resume",
+        "snap",
         "source",
         "step_id",
         "worker_index",
@@ -158,6 +160,10 @@ class _Reader:
         self.reached: int | None = None
         self.resume = 0
         self.done = False
+        #: the reader's ``snapshot()`` (a partition's resume state), if recovery keeps it
+        self.snap: Callable[[], Any] | None = None
+        #: ``record(epoch, state)``: keep the reader's state as of the end of ``epoch``
+        self.record: Callable[[int, Any], None] | None = None
 
     def _where(self) -> str:
         return f"input step {self.step_id!r} ({self.name}) on worker {self.worker_index}"
@@ -173,8 +179,25 @@ class _Reader:
                 "input's epoch only moves forward (AdvanceTo promises no more items before it)"
             )
         self.cap.downgrade(epoch)
+        if self.record is not None and epoch > current:
+            self.record(current, self._snapshot())
         self.epoch = epoch
         self.reached = epoch
+
+    def _snapshot(self) -> Any:
+        assert self.snap is not None
+        try:
+            return self.snap()
+        except Exception as exc:
+            exc.add_note(f"in {self._where()}: the reader's snapshot() raised")
+            raise
+
+    def finish(self) -> None:
+        """The reader ended: drop its capability, keep its final state."""
+        if self.record is not None and self.epoch is not None:
+            self.record(self.epoch, self._snapshot())
+        assert self.cap is not None
+        self.cap.drop()
 
     def start(self, cap: Capability) -> None:
         """Take ``cap`` (at the resume epoch)."""
@@ -343,9 +366,24 @@ class FlowWorker:
                 None if required is None else list(required),
                 f"input step {step_id!r}",
             )
-            for part in sorted(part for part, primary in assignment.items() if primary == index):
-                reader = config.build_part(part, self.resume_epoch)
-                self.readers.append(_Reader(f"partition {part!r}", step_id, index, reader, False))
+            mine = sorted(part for part, primary in assignment.items() if primary == index)
+            recovery = self.recovery
+            resumed = (
+                {}
+                if recovery is None
+                else recovery.store.load_keys(step_id, mine, self.resume_epoch)
+            )
+            for part in mine:
+                if part in resumed:
+                    source = config.build_part(part, self.resume_epoch, resumed[part])
+                else:
+                    source = config.build_part(part, self.resume_epoch)
+                reader = _Reader(f"partition {part!r}", step_id, index, source, False)
+                snap = getattr(source, "snapshot", None)
+                if recovery is not None and callable(snap):
+                    reader.snap = snap
+                    reader.record = _partition_recorder(recovery, step_id, part)
+                self.readers.append(reader)
         else:
             raise FlowError(
                 f"input step {step_id!r}: unknown input {config!r}; use ManualInputConfig, a "
@@ -551,8 +589,7 @@ class FlowWorker:
             finished = [reader for reader in readers if reader.done]
             if finished:
                 for reader in finished:
-                    assert reader.cap is not None
-                    reader.cap.drop()
+                    reader.finish()
                 started = [s for s, r in zip(started, readers, strict=True) if not r.done]
                 readers = [reader for reader in readers if not reader.done]
                 output.flush()
@@ -589,6 +626,16 @@ class FlowWorker:
                 worker.step_or_park(0.01)
                 recovery.checkpoint(probe)
             recovery.finish()
+
+
+def _partition_recorder(recovery: Recovery, step_id: str, part: str) -> Callable[[int, Any], None]:
+    """Snapshot partition ``part`` of input ``step_id`` as its state at the end of an epoch."""
+    snapshot = recovery.writer.snapshot
+
+    def record(epoch: int, state: Any) -> None:
+        snapshot(step_id, epoch, [(part, state)])
+
+    return record
 
 
 def _list_parts(

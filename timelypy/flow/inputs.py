@@ -135,14 +135,28 @@ class PartitionedInputConfig(InputConfig):
     If :meth:`all_parts` returns a collection, a partition in it that no
     worker reaches is an error; by default the partitions are whatever the
     workers list.
+
+    With recovery each partition has its own resume state: see
+    :meth:`build_part`.
     """
 
     def list_parts(self, worker_index: int, worker_count: int) -> Iterable[str]:
         """The names of the partitions worker ``worker_index`` can read."""
         raise NotImplementedError(f"{type(self).__name__} must implement list_parts")
 
-    def build_part(self, part: str, resume_epoch: int) -> Iterable[InputItem]:
-        """A reader of partition ``part``, skipping epochs before ``resume_epoch``."""
+    def build_part(
+        self, part: str, resume_epoch: int, resume_state: Any = None
+    ) -> Iterable[InputItem]:
+        """A reader of partition ``part``, skipping epochs before ``resume_epoch``.
+
+        With recovery, a reader that has a ``snapshot()`` method is asked for
+        its position each time it leaves an epoch (and when it ends); a
+        resumed execution passes the latest such snapshot from before the
+        resume epoch as ``resume_state``, so the reader can seek there
+        instead of reading from the start.  ``resume_state`` is passed only
+        when there is one: a ``build_part(part, resume_epoch)`` of two
+        arguments keeps working for readers without ``snapshot``.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement build_part")
 
     def all_parts(self) -> Iterable[str] | None:

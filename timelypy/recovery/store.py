@@ -370,6 +370,35 @@ class RecoveryStore:
                     states[state_key] = pickle.loads(blob)
         return states
 
+    def load_keys(self, step_id: str, keys: Iterable[str], before: int) -> dict[str, Any]:
+        """The state of each of ``keys`` of ``step_id`` as of epoch ``before`` (if it has one).
+
+        The latest snapshot of each key before ``before``; a key with none,
+        or whose latest is a discard, is absent.
+        """
+        states: dict[str, Any] = {}
+        wanted = sorted(set(keys))
+        if not wanted:
+            return states
+        paths = partition_paths(self.directory, self.partitions)
+        for index, path in enumerate(paths):
+            mine = [key for key in wanted if key_hash(key) % self.partitions == index]
+            if not mine:
+                continue
+            conn = _connect(path)
+            try:
+                for key in mine:
+                    row = conn.execute(
+                        "SELECT state FROM snaps WHERE step_id = ? AND state_key = ? "
+                        "AND epoch < ? ORDER BY epoch DESC LIMIT 1",
+                        (step_id, key, before),
+                    ).fetchone()
+                    if row is not None and row[0] is not None:
+                        states[key] = pickle.loads(row[0])
+            finally:
+                conn.close()
+        return states
+
     def snapshots(self, step_id: str | None = None) -> list[tuple[str, str, int, Any]]:
         """Every stored snapshot ``(step_id, state_key, epoch, state)``, sorted (tests, tools)."""
         out: list[tuple[str, str, int, Any]] = []
