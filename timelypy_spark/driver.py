@@ -19,6 +19,11 @@ How it runs (see ``docs/spark.md``):
   fails), or the ``timeout`` cancels the whole job group (Spark interrupts
   every task) and re-raises the *original* worker exception on the driver.
   No task is left running: the call returns only after the job has ended.
+* **A lost task** (its Python worker or executor died) is told apart from
+  a worker's error: its peers report only that they lost it, or Spark
+  resubmits the barrier stage and new tasks register; either way the
+  attempt ends at once with a :class:`TaskLostError` that says so (never
+  a connect timeout on a stale rendezvous).
 * **Executions.**  Every attempt is a new *execution* with its own number;
   keys and routing are derived from the run id and execution, so a stale
   task of an earlier attempt can neither join nor be mistaken for a peer.
@@ -39,7 +44,15 @@ from timelypy.errors import ClusterError, ConfigError, TimelyError
 from timelypy_spark.rendezvous import Rendezvous
 from timelypy_spark.task import StreamProgram, TaskSpec, barrier_task
 
-__all__ = ["execute", "SparkJobError", "check_slots", "spark_context", "driver_host"]
+__all__ = [
+    "execute",
+    "SparkJobError",
+    "TaskLostError",
+    "AttemptService",
+    "check_slots",
+    "spark_context",
+    "driver_host",
+]
 
 log = logging.getLogger("timelypy_spark")
 
@@ -49,10 +62,37 @@ R = TypeVar("R")
 CANCEL_WAIT = 15.0
 #: Seconds to wait for a failed worker's own report after a peer reported its failure.
 ROOT_CAUSE_WAIT = 2.0
+#: Seconds to wait for a cluster's executors to register before counting its slots.
+SLOT_WAIT = 30.0
 
 
 class SparkJobError(TimelyError, RuntimeError):
     """The Spark job running the workers failed without a worker error to show."""
+
+
+class TaskLostError(SparkJobError):
+    """A Spark task running a worker was lost (its Python worker or executor died)."""
+
+
+class AttemptService:
+    """Driver-side work around each attempt of a barrier run (for example a recovery store).
+
+    :meth:`start` runs before an attempt's Spark job is submitted,
+    :meth:`handle` sees every task message the driver itself does not
+    handle (and answers requests with ``rendezvous.reply``), :meth:`end`
+    runs after the attempt's job has ended (``ok`` says whether it
+    succeeded).
+    """
+
+    def start(self, attempt: int) -> None:
+        """Prepare for attempt number ``attempt`` (0, 1, ...)."""
+
+    def handle(self, rendezvous: Rendezvous, identity: bytes, message: Any) -> bool:
+        """Handle ``message`` if it is for this service; return whether it was."""
+        return False
+
+    def end(self, attempt: int, ok: bool) -> None:
+        """Attempt ``attempt`` ended."""
 
 
 def spark_context(spark: Any) -> Any:
@@ -82,6 +122,13 @@ def check_slots(sc: Any, workers: int) -> int:
     jsc = sc._jsc.sc()
     profile = jsc.resourceProfileManager().defaultResourceProfile()
     slots = int(jsc.maxNumConcurrentTasks(profile))
+    master = sc.master or ""
+    if slots < workers and not (master.startswith("local") and "cluster" not in master):
+        # Executors of a fresh cluster register a moment after the session starts.
+        deadline = time.monotonic() + SLOT_WAIT
+        while slots < workers and time.monotonic() < deadline:
+            time.sleep(0.25)
+            slots = int(jsc.maxNumConcurrentTasks(profile))
     if slots < workers:
         raise ConfigError(
             f"timelypy_spark needs {workers} free task slots (one per worker, all at once), "
@@ -141,6 +188,7 @@ def run_barrier(
     connect_timeout: float,
     action: Callable[[Any], Any],
     stream_program: StreamProgram | None = None,
+    service: AttemptService | None = None,
 ) -> Any:
     """Run ``program`` as a barrier stage over ``rdd``'s partitions; return ``action``'s value.
 
@@ -148,6 +196,7 @@ def run_barrier(
     ``collect``, or a ``count`` of a persisted RDD).  With a
     ``stream_program`` instead of a ``program``, each task yields the
     records its worker emits while it runs (see :mod:`timelypy_spark.task`).
+    A ``service`` is told of each attempt and answers the tasks' requests.
     """
     if (program is None) == (stream_program is None):
         raise ConfigError("run_barrier needs a program or a stream_program (exactly one)")
@@ -163,13 +212,18 @@ def run_barrier(
     secret = secrets.token_bytes(32)
     last_error: BaseException | None = None
     for execution in range(attempts + 1):
+        if service is not None:
+            service.start(execution)
         try:
-            return _run_execution(
+            value = _run_execution(
                 sc, rdd, program, workers, run, execution, secret,
                 flatten=flatten, timeout=timeout, serializer=serializer,
                 connect_timeout=connect_timeout, action=action, stream_program=stream_program,
+                service=service,
             )
         except BaseException as exc:
+            if service is not None:
+                service.end(execution, False)
             if isinstance(exc, KeyboardInterrupt) or execution == attempts:
                 raise
             last_error = exc
@@ -177,6 +231,10 @@ def run_barrier(
                 "execution %d of run %s failed (%s: %s); starting execution %d",
                 execution, run, type(exc).__name__, exc, execution + 1,
             )
+        else:
+            if service is not None:
+                service.end(execution, True)
+            return value
     raise AssertionError(last_error)  # unreachable: the last attempt re-raises
 
 
@@ -195,6 +253,7 @@ def _run_execution(
     connect_timeout: float,
     action: Callable[[Any], Any],
     stream_program: StreamProgram | None,
+    service: AttemptService | None,
 ) -> Any:
     rendezvous = Rendezvous(driver_host(sc), secret, run, execution)
     spec = TaskSpec(
@@ -218,6 +277,8 @@ def _run_execution(
     thread = InheritableThread(target=job, name=f"timelypy-spark-{run}-{execution}", daemon=True)
     deadline = None if timeout is None else time.monotonic() + timeout
     registered: dict[int, str] = {}
+    tasks: dict[int, int] = {}
+    lost: str | None = None
     worker_error: tuple[int, Any] | None = None
     root_found = False
     secondary_since: float | None = None
@@ -225,15 +286,29 @@ def _run_execution(
     thread.start()
     try:
         while thread.is_alive():
-            for _, message in rendezvous.poll(0.05):
+            for identity, message in rendezvous.poll(0.05):
                 if message.kind == "register":
-                    registered[message.index] = message.body
+                    task = message.body["task"]
+                    known = tasks.setdefault(message.index, task)
+                    if known != task:
+                        # Spark resubmitted the barrier stage: a task of this gang died.
+                        lost = lost or (
+                            f"Spark resubmitted the barrier stage after a task failed (worker "
+                            f"{message.index} registered again, as task {task} after {known})"
+                        )
+                        continue
+                    registered[message.index] = message.body["endpoint"]
                     if len(registered) == workers:
                         rendezvous.send_table([registered[i] for i in range(workers)])
                 elif message.kind == "error" and _better(worker_error, message):
                     worker_error = (message.index, message.body)
                     if not _secondary(message.body):
                         root_found = True
+                elif service is not None:
+                    service.handle(rendezvous, identity, message)
+            if lost is not None and not cancelled:
+                sc.cancelJobGroup(group)
+                cancelled = True
             if worker_error is not None and not cancelled:
                 if not root_found and time.monotonic() - (secondary_since or 0) < ROOT_CAUSE_WAIT:
                     # Only "peer X failed" so far: give X's own report a moment to arrive.
@@ -247,9 +322,11 @@ def _run_execution(
                 outcome["timeout"] = True
         # Errors sent just before a failed job ended may still be in the socket
         # (a task reports before it fails, so a successful job has none to wait for).
-        for _, message in rendezvous.poll(0.2 if "error" in outcome else 0):
+        for identity, message in rendezvous.poll(0.2 if "error" in outcome else 0):
             if message.kind == "error" and _better(worker_error, message):
                 worker_error = (message.index, message.body)
+            elif message.kind not in ("error", "register", "done") and service is not None:
+                service.handle(rendezvous, identity, message)
     except BaseException:
         if not cancelled:
             sc.cancelJobGroup(group)
@@ -258,8 +335,21 @@ def _run_execution(
     finally:
         rendezvous.close()
     thread.join(CANCEL_WAIT)
-    if worker_error is not None:
-        raise _original(*worker_error)
+    if worker_error is not None and (root_found or lost is None):
+        error = _original(*worker_error)
+        if root_found:
+            raise error
+        # Only peers' "lost process N" reports: that worker's task died without a word.
+        raise TaskLostError(
+            f"a Spark task of timelypy run {run} (execution {execution}) was lost: its worker "
+            f"stopped without reporting an error (its Python worker or executor died?); "
+            f"worker {worker_error[0]} reported: {_first_line(error)}"
+        ) from error
+    if lost is not None:
+        raise TaskLostError(
+            f"a Spark task of timelypy run {run} (execution {execution}) was lost: {lost}; "
+            f"the attempt's Spark job group {group!r} was cancelled"
+        )
     if outcome.get("timeout"):
         raise ClusterError(
             f"timelypy run {run} (execution {execution}) did not finish within {timeout:g} s; "

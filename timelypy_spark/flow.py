@@ -37,8 +37,8 @@ executors; only captures without one feed the result.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -46,6 +46,7 @@ from timelypy.errors import ConfigError, FlowError
 from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.driver import flow_program
 from timelypy.flow.inputs import InputConfig, ManualInputConfig, epochs_from_pairs
+from timelypy.recovery import AttachedExecution, RecoveryConfig
 from timelypy_spark.driver import spark_context
 from timelypy_spark.epochs import Epochs, memory_mb
 from timelypy_spark.io import (
@@ -55,7 +56,8 @@ from timelypy_spark.io import (
     run_streaming,
     session_of,
 )
-from timelypy_spark.task import EmitBatch, StreamProgram
+from timelypy_spark.recovery import RemoteStore, StoreService
+from timelypy_spark.task import EmitBatch, StreamProgram, TaskContext
 
 __all__ = ["run_flow", "flow_rows", "frame_schema"]
 
@@ -77,6 +79,7 @@ def run_flow(
     serializer: str = "msgpack",
     connect_timeout: float = 60.0,
     collect: bool = False,
+    recovery_config: RecoveryConfig | None = None,
 ) -> Any:
     """Run ``flow`` on ``workers`` Spark tasks; return what its ``capture()`` steps see.
 
@@ -100,7 +103,15 @@ def run_flow(
 
     ``timeout``, ``attempts``, ``serializer`` and ``connect_timeout`` are as
     for :func:`timelypy_spark.execute`.  A user function that raises in any
-    task is re-raised here as itself, with notes naming the step and worker.
+    task is re-raised here as itself, with notes naming the step and worker;
+    a lost task is a :class:`~timelypy_spark.driver.TaskLostError`.
+
+    With a ``recovery_config`` (a store directory on the *driver's*
+    machine, :mod:`timelypy_spark.recovery`) every attempt is an execution
+    against that store: stateful steps snapshot as epochs close, a retried
+    attempt (``attempts``) resumes from the resume epoch, and the result is
+    the failure-free one; a later call resumes where the store left off
+    and returns the epochs from its resume epoch on.
 
     >>> # counts = timelypy_spark.run_flow(spark, flow, lines, workers=2).collect()
     """
@@ -129,7 +140,7 @@ def run_flow(
         assert config is not None
         workers = check_workers(int(sc.defaultParallelism) if workers is None else workers)
         rdd = sc.parallelize([], workers)
-        program = _config_program(flow, config)
+        program = _config_program(flow, config, recovery_config)
     else:
         if own is not None:
             raise FlowError(
@@ -141,18 +152,25 @@ def run_flow(
         )
         convert = row_converter(source, row_type)
         rdd = as_rdd(source, workers, "run_flow()")
-        program = _records_program(flow, epochs, convert)
+        program = _records_program(flow, epochs, convert, recovery_config)
     output_schema = None if schema is None else frame_schema(spark, schema, epoch_column)
-    output = run_streaming(
-        sc,
-        rdd,
-        program,
-        collect=collect,
-        timeout=timeout,
-        attempts=attempts,
-        serializer=serializer,
-        connect_timeout=connect_timeout,
-    )
+    with contextlib.ExitStack() as stack:
+        service = None
+        if recovery_config is not None:
+            service = stack.enter_context(
+                StoreService(recovery_config, rdd.getNumPartitions())
+            )
+        output = run_streaming(
+            sc,
+            rdd,
+            program,
+            collect=collect,
+            timeout=timeout,
+            attempts=attempts,
+            serializer=serializer,
+            connect_timeout=connect_timeout,
+            service=service,
+        )
     if output_schema is None:
         return output
     rows = output.mapPartitions(lambda pairs: flow_rows(pairs, epoch_column))
@@ -203,31 +221,68 @@ def flow_rows(pairs: Iterable[tuple[int, Any]], epoch_column: str | None) -> Ite
             yield (item,) if epoch_column is None else (epoch, item)
 
 
-def _collector(emit: EmitBatch) -> Callable[[int, list[Any]], None]:
+def _run_task(
+    worker: Any,
+    flow: Dataflow,
+    config: InputConfig,
+    emit: EmitBatch,
+    task: TaskContext,
+    recovery_config: RecoveryConfig | None,
+) -> None:
+    """Run the flow on this task's worker, its captured items emitted as ``(epoch, item)``.
+
+    With recovery, the task joins the execution its driver began: it first
+    re-emits what earlier executions of this call captured before the
+    resume epoch, and logs what it captures itself.
+    """
+    attached = None
+    log_output: Callable[[int, list[Any]], None] | None = None
+    if recovery_config is not None:
+        store = RemoteStore(task.channel, worker.index)
+        attached = AttachedExecution(store, store.execution, recovery_config.commit_interval)
+        for pairs in store.replay(worker.peers):
+            emit(pairs)
+        log_output = store.remote_writer.log_output
+
     def collect(epoch: int, items: list[Any]) -> None:
-        emit([(epoch, item) for item in items])
+        pairs = [(epoch, item) for item in items]
+        if log_output is not None:
+            log_output(epoch, pairs)
+        emit(pairs)
 
-    return collect
+    flow_program(
+        flow,
+        config,
+        collect,
+        collect_on=None,
+        cancelled=task.cancelled,
+        recovery_config=attached,
+    )(worker)
 
 
-def _config_program(flow: Dataflow, config: InputConfig) -> StreamProgram:
+def _config_program(
+    flow: Dataflow, config: InputConfig, recovery_config: RecoveryConfig | None
+) -> StreamProgram:
     """Each task a worker of the flow, reading ``config`` (primaries agreed among the tasks)."""
 
     def program(
-        worker: Any, partition: Iterator[Any], emit: EmitBatch, cancelled: threading.Event
+        worker: Any, partition: Iterator[Any], emit: EmitBatch, task: TaskContext
     ) -> None:
-        flow_program(flow, config, _collector(emit), collect_on=None, cancelled=cancelled)(worker)
+        _run_task(worker, flow, config, emit, task, recovery_config)
 
     return program
 
 
 def _records_program(
-    flow: Dataflow, epochs: Epochs, convert: Callable[[Any], Any] | None
+    flow: Dataflow,
+    epochs: Epochs,
+    convert: Callable[[Any], Any] | None,
+    recovery_config: RecoveryConfig | None,
 ) -> StreamProgram:
     """Each task a worker of the flow, reading its own partition at the records' epochs."""
 
     def program(
-        worker: Any, partition: Iterator[Any], emit: EmitBatch, cancelled: threading.Event
+        worker: Any, partition: Iterator[Any], emit: EmitBatch, task: TaskContext
     ) -> None:
         records = partition if convert is None else map(convert, partition)
 
@@ -237,12 +292,8 @@ def _records_program(
             where = f"the partition of worker {worker_index}"
             return epochs_from_pairs(epochs.pairs(records, where), resume_epoch)
 
-        flow_program(
-            flow,
-            ManualInputConfig(input_builder),
-            _collector(emit),
-            collect_on=None,
-            cancelled=cancelled,
-        )(worker)
+        _run_task(
+            worker, flow, ManualInputConfig(input_builder), emit, task, recovery_config
+        )
 
     return program

@@ -32,15 +32,14 @@ from the same single job.
 from __future__ import annotations
 
 import datetime
-import threading
 from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
 from timelypy.errors import ConfigError
-from timelypy_spark.driver import run_barrier, spark_context
+from timelypy_spark.driver import AttemptService, run_barrier, spark_context
 from timelypy_spark.epochs import Epochs, memory_mb
-from timelypy_spark.task import EmitBatch, StreamProgram
+from timelypy_spark.task import EmitBatch, StreamProgram, TaskContext
 
 __all__ = [
     "run",
@@ -120,11 +119,13 @@ def run_streaming(
     attempts: int,
     serializer: str,
     connect_timeout: float,
+    service: AttemptService | None = None,
 ) -> Any:
     """Run ``program`` as one barrier task per partition of ``rdd``; its output records.
 
     The tasks stream their output records back as they are emitted; the
-    result is the driver's list (``collect``) or an RDD of them.
+    result is the driver's list (``collect``) or an RDD of them.  A
+    ``service`` serves the tasks from the driver (see :func:`run_barrier`).
     """
     return run_barrier(
         sc,
@@ -138,6 +139,7 @@ def run_streaming(
         connect_timeout=connect_timeout,
         action=(lambda barrier_rdd: barrier_rdd.collect()) if collect else materialize,
         stream_program=program,
+        service=service,
     )
 
 
@@ -197,7 +199,11 @@ def materialize(barrier_rdd: Any) -> Any:
     )
     output = keyed.partitionBy(workers, _same_partition).values()
     output.persist(StorageLevel.MEMORY_AND_DISK)
-    output.count()
+    try:
+        output.count()
+    except BaseException:
+        output.unpersist(blocking=False)  # a failed run leaves no cached RDD behind
+        raise
     return output
 
 
@@ -228,7 +234,7 @@ def _program(
     """The per-worker program: feed the partition, emit the output stream's batches."""
 
     def program(
-        worker: Any, partition: Iterator[Any], emit: EmitBatch, cancelled: threading.Event
+        worker: Any, partition: Iterator[Any], emit: EmitBatch, task: TaskContext
     ) -> None:
         from timelypy import InputHandle, ProbeHandle
 

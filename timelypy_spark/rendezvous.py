@@ -12,7 +12,11 @@ instead (as xgboost's tracker does):
    ``table`` of endpoints; the workers then talk to each other directly;
 4. a task whose worker fails sends ``error(index, exception)`` before it
    fails, so the driver can cancel the gang at once and re-raise the
-   *original* exception; a task that completes sends ``done(index)``.
+   *original* exception; a task that completes sends ``done(index)``;
+5. a task may also ask the driver's services (the recovery store a driver
+   keeps for ``run_flow``): :meth:`TaskChannel.request` sends a request
+   with a number and waits, bounded, for the ``reply`` carrying the same
+   number (:meth:`Rendezvous.reply`).
 
 The socket is CURVE-authenticated with keys derived from the run's secret
 and its execution tag, exactly like the cluster's own sockets, so only this
@@ -26,6 +30,7 @@ from __future__ import annotations
 import logging
 import pickle
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,6 +116,12 @@ class Rendezvous:
                 received.append((identity, message))
         return received
 
+    def reply(self, identity: bytes, request: Message, body: Any) -> None:
+        """Answer ``request`` (from the task at ``identity``) with ``body``."""
+        number = request.body.get("id") if isinstance(request.body, dict) else None
+        message = Message("reply", self.run, self.execution, request.index, (number, body))
+        self.socket.send_multipart([identity, pickle.dumps(message, pickle.HIGHEST_PROTOCOL)])
+
     def send_table(self, table: list[str]) -> None:
         """Send every registered task the ordered list of worker endpoints."""
         payload = pickle.dumps(Message("table", self.run, self.execution, body=table))
@@ -138,6 +149,7 @@ class TaskChannel:
         self.socket.curve_secretkey = private
         self.socket.setsockopt(zmq.LINGER, 2000)
         self.socket.connect(f"tcp://{endpoint}")
+        self._requests = 0
 
     def send(self, kind: str, body: Any = None) -> None:
         """Send a message to the driver."""
@@ -157,6 +169,35 @@ class TaskChannel:
         except Exception:
             blob = None
         self.send("error", {"exception": blob, "text": text, "type": type(error).__name__})
+
+    def request(self, kind: str, body: dict[str, Any], timeout: float) -> Any:
+        """Send a request to the driver's services and return its reply's body.
+
+        Waits at most ``timeout`` seconds in all; a driver that does not
+        answer in time is a :class:`~timelypy.errors.ClusterError`.  A reply
+        carrying an exception (the service failed) raises it here.
+        """
+        from timelypy.errors import ClusterError
+
+        self._requests += 1
+        number = self._requests
+        message = Message(kind, self.run, self.execution, self.index, {**body, "id": number})
+        self.socket.send(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            answer = self.receive(min(remaining, 0.5))
+            if answer is None or answer.kind != "reply":
+                continue
+            answered, result = answer.body
+            if answered != number:
+                continue
+            if isinstance(result, BaseException):
+                raise result
+            return result
+        raise ClusterError(
+            f"worker {self.index}: the Spark driver did not answer a {kind!r} request within "
+            f"{timeout:g} s (is the driver overloaded or gone?)"
+        )
 
     def receive(self, timeout: float) -> Message | None:
         """The next message from the driver within ``timeout`` seconds, if any."""

@@ -50,6 +50,7 @@ __all__ = [
     "EmitBatch",
     "StreamProgram",
     "TaskCancelled",
+    "TaskContext",
     "STREAM_BATCHES",
 ]
 
@@ -62,8 +63,23 @@ JOIN_WAIT = 10.0
 
 #: ``emit(records)``: hand a batch of output records to the task's output.
 EmitBatch = Callable[[list[Any]], None]
-#: ``program(worker, partition_iterator, emit, cancelled)``: emits records as it goes.
-StreamProgram = Callable[[Any, Iterator[Any], EmitBatch, threading.Event], Any]
+#: ``program(worker, partition_iterator, emit, task)``: emits records as it goes.
+StreamProgram = Callable[[Any, Iterator[Any], EmitBatch, "TaskContext"], Any]
+
+
+@dataclass
+class TaskContext:
+    """What a streaming program may use of its task besides the worker and its records.
+
+    ``cancelled`` is set once the task stops reading the program's output
+    (the program should stop); ``channel`` is the task's authenticated
+    channel to the driver, for requests to the driver's services; only the
+    worker's thread may use it while the worker runs.
+    """
+
+    index: int
+    cancelled: threading.Event
+    channel: TaskChannel
 
 
 class TaskCancelled(Exception):
@@ -101,6 +117,7 @@ def barrier_task(spec: TaskSpec) -> Callable[[Iterable[Any]], Iterator[Any]]:
 
         context = BarrierTaskContext.get()
         index = context.partitionId()
+        attempt = context.taskAttemptId()
         channel = TaskChannel(spec.driver, spec.secret, spec.run, spec.execution, index)
         reported: list[BaseException] = []
 
@@ -111,7 +128,9 @@ def barrier_task(spec: TaskSpec) -> Callable[[Iterable[Any]], Iterator[Any]]:
 
         if spec.stream_program is not None:
             try:
-                yield from _streamed(spec, spec.stream_program, index, channel, partition, report)
+                yield from _streamed(
+                    spec, spec.stream_program, index, attempt, channel, partition, report
+                )
             finally:
                 channel.close()
             return
@@ -120,7 +139,9 @@ def barrier_task(spec: TaskSpec) -> Callable[[Iterable[Any]], Iterator[Any]]:
                 program = spec.program
                 assert program is not None
                 records = iter(partition)
-                result = _run(spec, index, channel, lambda worker: program(worker, records), report)
+                result = _run(
+                    spec, index, attempt, channel, lambda worker: program(worker, records), report
+                )
             except BaseException as exc:
                 report(exc)
                 raise
@@ -139,6 +160,7 @@ def _streamed(
     spec: TaskSpec,
     program: StreamProgram,
     index: int,
+    attempt: int,
     channel: TaskChannel,
     partition: Iterable[Any],
     report: Callable[[BaseException], Any],
@@ -171,9 +193,10 @@ def _streamed(
     def body() -> None:
         try:
             records = iter(partition)
+            task = TaskContext(index, stop, channel)
             _run(
-                spec, index, channel,
-                lambda worker: program(worker, records, put, stop),
+                spec, index, attempt, channel,
+                lambda worker: program(worker, records, put, task),
                 report_unless_stopped,
             )
             # Only this thread uses the channel until it ends (ZeroMQ sockets are
@@ -212,6 +235,7 @@ def _streamed(
 def _run(
     spec: TaskSpec,
     index: int,
+    attempt: int,
     channel: TaskChannel,
     func: Callable[[Any], Any],
     report: Callable[[BaseException], Any],
@@ -228,7 +252,8 @@ def _run(
         bind=f"{host}:0",
     )
     try:
-        channel.send("register", network.endpoint)
+        # The task's attempt id tells the driver a resubmitted stage from the gang it met.
+        channel.send("register", {"endpoint": network.endpoint, "task": attempt})
         deadline = time.monotonic() + spec.connect_timeout
         table = None
         while table is None:

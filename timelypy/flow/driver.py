@@ -74,7 +74,7 @@ from timelypy.flow.steps import (
     route_by_key,
     stateless_chain,
 )
-from timelypy.recovery import RecoveryConfig
+from timelypy.recovery import AttachedExecution, RecoveryConfig
 from timelypy.recovery.store import Execution, RecoveryStore
 from timelypy.worker import Worker
 
@@ -687,7 +687,7 @@ def flow_program(
     resume_epoch: int = 0,
     cancelled: threading.Event | None = None,
     on_built: Callable[[FlowWorker], Any] | None = None,
-    recovery_config: RecoveryConfig | None = None,
+    recovery_config: RecoveryConfig | AttachedExecution | None = None,
 ) -> Callable[[Worker], None]:
     """The program that runs ``flow`` on each worker (for :func:`timelypy.execute`).
 
@@ -728,7 +728,7 @@ class Recovery:
     def __init__(
         self,
         worker: Worker,
-        store: RecoveryStore,
+        store: Any,
         execution: Execution,
         commit_interval: float,
     ) -> None:
@@ -744,9 +744,20 @@ class Recovery:
 
     @classmethod
     def begin(
-        cls, worker: Worker, config: RecoveryConfig, stack: contextlib.ExitStack
+        cls,
+        worker: Worker,
+        config: RecoveryConfig | AttachedExecution,
+        stack: contextlib.ExitStack,
     ) -> Recovery:
-        """Agree on the execution (worker 0 begins it, under the store's lock)."""
+        """Agree on the execution (worker 0 begins it, under the store's lock).
+
+        An :class:`~timelypy.recovery.AttachedExecution` was begun already
+        (by the Spark driver): the worker joins it as it is.
+        """
+        if isinstance(config, AttachedExecution):
+            recovery = cls(worker, config.store, config.execution, config.commit_interval)
+            stack.callback(recovery.writer.close)
+            return recovery
         store: RecoveryStore | None = None
         begun = None
         if worker.index == 0:

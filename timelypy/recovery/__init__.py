@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from timelypy.errors import RecoveryError
 from timelypy.recovery.store import (
@@ -44,10 +45,27 @@ __all__ = [
     "SnapshotWriter",
     "create_store",
     "key_hash",
+    "AttachedExecution",
 ]
 
 #: Seconds between a worker's commits of snapshots and frontier, at most.
 COMMIT_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class AttachedExecution:
+    """An execution begun by someone else, for a worker to join (the Spark driver's).
+
+    ``store`` is what the worker reads its snapshots from and writes them
+    to: a :class:`RecoveryStore`, or anything with the same ``load``,
+    ``load_keys``, ``writer`` and ``collect_garbage`` (the Spark task's
+    client of the store its driver keeps).  The worker neither takes the
+    store's lock nor begins an execution: whoever attached it did.
+    """
+
+    store: Any
+    execution: Execution
+    commit_interval: float = 0.05
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,12 @@ discarded).  ``key_hash`` is CRC-32 of the key, the hash that routes the key
 to a worker, so a worker of any execution loads its keys with one indexed
 query whatever the worker count was before (rescaling).
 
+A run that returns its captured items to a caller across executions (a
+Spark ``run_flow`` call) also logs them: ``outs(seq, run, epoch, worker,
+items)`` holds a batch of a closed epoch's items under the run's id, in
+the partition of its worker, until the run ends; a resumed execution of
+the same run re-emits the batches of the epochs before its resume epoch.
+
 The store runs no server: every worker opens its own connections, and
 SQLite's locks serialise their commits (``busy_timeout``).
 """
@@ -47,6 +53,8 @@ __all__ = [
     "create_store",
     "key_hash",
     "partition_paths",
+    "SnapshotRow",
+    "snapshot_rows",
 ]
 
 #: The store format this code reads and writes.
@@ -65,6 +73,17 @@ CREATE TABLE IF NOT EXISTS snaps (
     PRIMARY KEY (step_id, state_key, epoch)
 );
 CREATE INDEX IF NOT EXISTS snaps_by_hash ON snaps (step_id, key_hash);
+"""
+
+_OUTPUTS = """
+CREATE TABLE IF NOT EXISTS outs (
+    seq INTEGER PRIMARY KEY,
+    run TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    worker INTEGER NOT NULL,
+    items BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS outs_by_run ON outs (run, worker, seq);
 """
 
 _LEDGER = """
@@ -120,7 +139,7 @@ def create_store(directory: str | os.PathLike[str], partitions: int) -> Recovery
     for index, path in enumerate(partition_paths(root, partitions)):
         conn = _connect(path)
         try:
-            conn.executescript(_SCHEMA + (_LEDGER if index == 0 else ""))
+            conn.executescript(_SCHEMA + _OUTPUTS + (_LEDGER if index == 0 else ""))
             conn.executemany(
                 "INSERT INTO meta (name, value) VALUES (?, ?)",
                 [
@@ -343,6 +362,8 @@ class RecoveryStore:
                 raise
         for part in self._each_partition():
             part.execute("DELETE FROM snaps WHERE epoch >= ?", (resume,))
+            part.executescript(_OUTPUTS)
+            part.execute("DELETE FROM outs WHERE epoch >= ?", (resume,))
         self.collect_garbage()
         return execution
 
@@ -399,6 +420,54 @@ class RecoveryStore:
                 conn.close()
         return states
 
+    def replay_outputs(
+        self,
+        run: str,
+        before: int,
+        worker_index: int,
+        worker_count: int,
+        after: tuple[int, int] = (0, 0),
+        limit: int = 256,
+    ) -> list[tuple[tuple[int, int], bytes]]:
+        """The logged output batches of ``run`` before epoch ``before`` for one worker.
+
+        Batches logged by worker ``w`` go to worker ``w % worker_count``;
+        ``after`` (the position of the last batch already read: partition,
+        seq) and ``limit`` page through them.
+        """
+        rows: list[tuple[tuple[int, int], bytes]] = []
+        start_part, start_seq = after
+        for index, path in enumerate(partition_paths(self.directory, self.partitions)):
+            if index < start_part:
+                continue
+            conn = _connect(path)
+            try:
+                conn.executescript(_OUTPUTS)
+                found = conn.execute(
+                    "SELECT seq, items FROM outs WHERE run = ? AND epoch < ? AND worker % ? = ? "
+                    "AND seq > ? ORDER BY seq LIMIT ?",
+                    (
+                        run,
+                        before,
+                        worker_count,
+                        worker_index,
+                        start_seq if index == start_part else 0,
+                        limit - len(rows),
+                    ),
+                ).fetchall()
+            finally:
+                conn.close()
+            rows.extend(((index, seq), blob) for seq, blob in found)
+            if len(rows) >= limit:
+                break
+        return rows
+
+    def drop_outputs(self, run: str) -> None:
+        """Forget the logged output batches of ``run`` (it ended)."""
+        for conn in self._each_partition():
+            conn.executescript(_OUTPUTS)
+            conn.execute("DELETE FROM outs WHERE run = ?", (run,))
+
     def snapshots(self, step_id: str | None = None) -> list[tuple[str, str, int, Any]]:
         """Every stored snapshot ``(step_id, state_key, epoch, state)``, sorted (tests, tools)."""
         out: list[tuple[str, str, int, Any]] = []
@@ -445,6 +514,33 @@ class RecoveryStore:
         return SnapshotWriter(self, ex_num, worker_index)
 
 
+#: A snapshot as stored: ``(step_id, state_key, epoch, key_hash, pickled state or None)``.
+SnapshotRow = tuple[str, str, int, int, bytes | None]
+
+
+def snapshot_rows(
+    step_id: str, epoch: int, states: Iterable[tuple[str, Any]], worker_index: int
+) -> list[SnapshotRow]:
+    """The rows snapshotting ``(state_key, state)`` of ``step_id`` at the end of ``epoch``.
+
+    States are pickled now (they may change once the epoch is over); a
+    state that cannot be pickled is a :class:`RecoveryError` naming the
+    step, key, epoch and worker.
+    """
+    rows: list[SnapshotRow] = []
+    for state_key, state in states:
+        try:
+            blob = None if state is None else pickle.dumps(state, pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            raise RecoveryError(
+                f"step {step_id!r} on worker {worker_index}: the state of key "
+                f"{state_key!r} at epoch {epoch} cannot be snapshotted ({exc}); keep "
+                "picklable state in stateful steps"
+            ) from exc
+        rows.append((step_id, state_key, epoch, key_hash(state_key), blob))
+    return rows
+
+
 class SnapshotWriter:
     """One worker's snapshots and frontier, committed in batches.
 
@@ -461,34 +557,44 @@ class SnapshotWriter:
         self._conns = [
             _connect(path) for path in partition_paths(store.directory, store.partitions)
         ]
-        self._pending: list[list[tuple[str, str, int, int, bytes | None]]] = [
-            [] for _ in self._conns
-        ]
+        self._pending: list[list[SnapshotRow]] = [[] for _ in self._conns]
+        self._outputs: list[tuple[str, int, int, bytes]] = []
+        self._outputs_ready = False
         self.committed: tuple[int, bool] | None = None
 
     def snapshot(self, step_id: str, epoch: int, states: Iterable[tuple[str, Any]]) -> None:
         """Queue ``(state_key, state)`` of ``step_id`` at the end of ``epoch`` (None: discard)."""
+        self.queue(snapshot_rows(step_id, epoch, states, self.worker_index))
+
+    def queue(self, rows: Iterable[SnapshotRow]) -> None:
+        """Queue snapshot rows made by :func:`snapshot_rows` (perhaps in another process)."""
         pending, parts = self._pending, self.store.partitions
-        for state_key, state in states:
-            h = key_hash(state_key)
-            try:
-                blob = None if state is None else pickle.dumps(state, pickle.HIGHEST_PROTOCOL)
-            except Exception as exc:
-                raise RecoveryError(
-                    f"step {step_id!r} on worker {self.worker_index}: the state of key "
-                    f"{state_key!r} at epoch {epoch} cannot be snapshotted ({exc}); keep "
-                    "picklable state in stateful steps"
-                ) from exc
-            pending[h % parts].append((step_id, state_key, epoch, h, blob))
+        for row in rows:
+            pending[row[3] % parts].append(row)
+
+    def log_output(self, run: str, epoch: int, items: bytes) -> None:
+        """Queue a pickled batch of items captured at ``epoch`` for ``run``'s output log."""
+        self._outputs.append((run, epoch, self.worker_index, items))
 
     def commit(self, frontier: int, done: bool = False) -> None:
-        """Write the queued snapshots, then record this worker's frontier."""
+        """Write the queued snapshots and output batches, then record this worker's frontier."""
         for conn, rows in zip(self._conns, self._pending, strict=True):
             if rows:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.executemany("INSERT OR REPLACE INTO snaps VALUES (?, ?, ?, ?, ?)", rows)
                 conn.execute("COMMIT")
                 rows.clear()
+        if self._outputs:
+            conn = self._conns[self.worker_index % len(self._conns)]
+            if not self._outputs_ready:
+                conn.executescript(_OUTPUTS)  # a store made before the output log
+                self._outputs_ready = True
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                "INSERT INTO outs (run, epoch, worker, items) VALUES (?, ?, ?, ?)", self._outputs
+            )
+            conn.execute("COMMIT")
+            self._outputs.clear()
         if self.committed != (frontier, done):
             self._conns[0].execute(
                 "INSERT OR REPLACE INTO fronts (ex_num, worker_index, frontier, done) "
