@@ -105,3 +105,22 @@ def test_partitioned_files_reads_each_file_once(tmp_path, args):
     # Whatever the number of workers and processes, each file has exactly one primary:
     # it is read once, and the counts are those of a single plain-Python pass.
     assert run("flow_partitioned_files.py", *args, cwd=tmp_path) == partitioned_files_output()
+
+
+# -- flow_recovery.py: start, kill, resume -------------------------------------------------
+
+
+def test_recovery_demo_resumes_a_killed_execution_to_the_failure_free_output(tmp_path):
+    lines = run("flow_recovery.py", cwd=tmp_path)
+    killed = int(lines[0].split("epochs before ")[1].split()[0])
+    resumed = int(lines[1].split("resumed from epoch ")[1].split()[0])
+    assert killed >= 5 and resumed == killed, lines
+    path = ROOT / "examples" / "flow_recovery.py"
+    spec = importlib.util.spec_from_file_location("flow_recovery", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    final = example.expected()[example.EPOCHS - 1]
+    assert lines[2] == f"totals after epoch {example.EPOCHS - 1}: " + ", ".join(
+        f"{name} {final[name]}" for name in sorted(final)
+    )
+    assert lines[3] == "the output equals a run without the failure: True"
