@@ -20,7 +20,7 @@ import pytest
 
 import timelypy_spark
 from timelypy.errors import RecoveryError
-from timelypy.flow import Dataflow, run
+from timelypy.flow import Dataflow, PartitionedInputConfig, run
 from timelypy.recovery import RecoveryConfig, RecoveryStore
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -146,3 +146,69 @@ def test_killing_a_python_worker_fails_fast_naming_a_lost_task(tmp_path):
     assert report["error"] == "TaskLostError", report
     assert "was lost" in report["message"]
     assert report["after_kill"] < 20, report
+
+
+ROWS = {f"log-{name}": [(epoch, name) for epoch in range(12) for _ in range(3)] for name in "xyz"}
+
+
+class OffsetReader:
+    """Reads one log's rows from an offset, slowly; its snapshot is the offset."""
+
+    def __init__(self, part, offset, opened, marker):
+        self.part, self.offset, self.marker = part, offset, marker
+        with open(opened, "a") as log:
+            log.write(f"{part} {offset}\n")
+
+    def snapshot(self):
+        return self.offset
+
+    def __iter__(self):
+        from timelypy.flow import AdvanceTo, Emit
+
+        rows, current = ROWS[self.part], None
+        while self.offset < len(rows):
+            epoch, name = rows[self.offset]
+            if epoch != current:
+                yield AdvanceTo(epoch)
+                current = epoch
+                if epoch == 8 and os.path.exists(self.marker):
+                    os.unlink(self.marker)
+                    raise RuntimeError("injected failure at epoch 8")
+            self.offset += 1
+            yield Emit((name, 1))
+            time.sleep(0.01)
+
+
+class Logs(PartitionedInputConfig):
+    def __init__(self, opened, marker):
+        self.opened, self.marker = str(opened), str(marker)
+
+    def list_parts(self, worker_index, worker_count):
+        return sorted(ROWS)
+
+    def build_part(self, part, resume_epoch, resume_state=None):
+        return OffsetReader(part, resume_state or 0, self.opened, self.marker)
+
+
+def test_partitions_resume_from_their_own_snapshots_on_spark(spark, idle, tmp_path):
+    opened, marker = tmp_path / "opened.txt", tmp_path / "fail-once"
+    flow = Dataflow()
+    flow.input("logs", Logs(opened, tmp_path / "never"))
+    flow.stateful_map("running", lambda key: 0, running)
+    flow.capture()
+    want = Counter(run(flow))
+    marker.touch()
+    flow = Dataflow()
+    flow.input("logs", Logs(opened, marker))
+    flow.stateful_map("running", lambda key: 0, running)
+    flow.capture()
+    opened.write_text("")
+    result = timelypy_spark.run_flow(
+        spark, flow, workers=2, attempts=1, collect=True,
+        recovery_config=RecoveryConfig(tmp_path / "store", commit_interval=0),
+    )
+    assert Counter(result) == want
+    resume = RecoveryStore(tmp_path / "store").executions()[-1].resume_epoch
+    assert resume > 0
+    reopened = opened.read_text().splitlines()[len(ROWS):]  # the second attempt's readers
+    assert sorted(reopened) == [f"{part} {3 * resume}" for part in sorted(ROWS)]

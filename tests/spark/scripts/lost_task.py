@@ -1,6 +1,6 @@
 """Kill one Spark task's Python worker mid-run on a local-cluster; report what run_flow did.
 
-    python lost_task.py --master MASTER [--recover DIR] PIDS_DIR OUTPUT.json
+    python lost_task.py --master MASTER [--recover DIR] [--no-kill] PIDS_DIR OUTPUT.json
 
 The flow counts records per key with ``stateful_map`` over an RDD whose
 records arrive slowly (so epochs close, and commit, while it runs); every
@@ -10,7 +10,9 @@ both workers are reading, the driver SIGKILLs one of them.  With
 JSON says whether its result equals the failure-free one (computed first
 with ``timelypy.flow.run``), the store's executions, and how long the
 resumed execution took from the kill to its first epoch.  Without it, the
-JSON has the error and how long after the kill it came.
+JSON has the error and how long after the kill it came.  ``--no-kill`` kills
+nothing (a baseline); ``elapsed`` is the run_flow call's seconds either way
+(``benchmarks/spark_recovery_bench.py`` runs this script).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--master", required=True)
     parser.add_argument("--recover")
+    parser.add_argument("--no-kill", action="store_true")
     parser.add_argument("pids")
     parser.add_argument("output")
     args = parser.parse_args()
@@ -96,17 +99,20 @@ def main() -> None:
         killed.append(time.time())
         os.kill(pid, signal.SIGKILL)
 
-    threading.Thread(target=killer, daemon=True).start()
+    if not args.no_kill:
+        threading.Thread(target=killer, daemon=True).start()
     rdd = sc.parallelize(range(RECORDS), 2).map(slow_record)
     options: dict = {}
     if args.recover:
         options = {"recovery_config": RecoveryConfig(args.recover), "attempts": 2}
+    started = time.monotonic()
     try:
         out = timelypy_spark.run_flow(
             spark, flow, rdd, workers=2, epoch_of=lambda x: x // PER_EPOCH, presorted=True,
             **options,
         )
         got = Counter(out.collect())
+        report["elapsed"] = time.monotonic() - started
         report["equal"] = got == want
         report["missing"] = repr(list((want - got).items())[:5])
         report["extra"] = repr(list((got - want).items())[:5])
