@@ -23,6 +23,7 @@ program's ``while probe.less_than(t): worker.step()`` loop ends too.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections import deque
@@ -62,6 +63,9 @@ class Worker:
         self._inputs: list[Closable] = []
         self._registry = Registry()
         self._last_activity = time.monotonic()
+        # delayed activations: (deadline, sequence, activate), a heap
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._timer_sequence = 0
 
     @property
     def index(self) -> int:
@@ -113,6 +117,27 @@ class Worker:
             raise KeyError(f"no operator at {address} on worker {self._index}")
         activate: Callable[[], None] = operator.activate
         return activate
+
+    def activate_after(self, activate: Callable[[], None], delay: float) -> None:
+        """Call ``activate`` (an operator's activator) once ``delay`` seconds have passed.
+
+        Timely's ``activate_after``: the worker fires it in the first step at
+        or after the deadline, and a parked worker wakes up for it.
+        """
+        self._timer_sequence += 1
+        heapq.heappush(
+            self._timers, (time.monotonic() + max(0.0, delay), self._timer_sequence, activate)
+        )
+
+    def _fire_timers(self) -> float | None:
+        """Fire the due delayed activations; return seconds until the next one (if any)."""
+        timers = self._timers
+        if not timers:
+            return None
+        now = time.monotonic()
+        while timers and timers[0][0] <= now:
+            heapq.heappop(timers)[2]()
+        return timers[0][0] - now if timers else None
 
     # -- building -------------------------------------------------------------------
 
@@ -174,6 +199,10 @@ class Worker:
         allocator.check()
         allocator.receive()
         self._deliver(allocator.take_events())
+        if self._timers:
+            wait = self._fire_timers()
+            if wait is not None and (timeout is None or wait < timeout):
+                timeout = wait
         if not self._active and timeout != 0 and self._dataflows:
             logger = self._registry.get("timely")
             if logger is not None:
@@ -184,6 +213,8 @@ class Worker:
             allocator.check()
             allocator.receive()
             self._deliver(allocator.take_events())
+            if self._timers:
+                self._fire_timers()
         active = self._active
         if not active and timeout == 0 and self._local_peers > 1:
             # Nothing to do: let this process's other worker threads run (a program

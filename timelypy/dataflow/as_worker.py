@@ -89,6 +89,10 @@ class AsWorker(Protocol):
         """A function scheduling the operator at ``address`` in this worker's next step."""
         ...
 
+    def activate_after(self, activate: Callable[[], None], delay: float) -> None:
+        """Call ``activate`` once ``delay`` seconds have passed (a parked worker wakes for it)."""
+        ...
+
     def log_register(self) -> Registry:
         """The registry of this worker's event streams."""
         ...

@@ -80,7 +80,7 @@ class OperatorBuilder:
     @property
     def info(self) -> OperatorInfo:
         """Facts about the operator (address, worker, activator)."""
-        return OperatorInfo(self._op, self.address, self.global_id)
+        return OperatorInfo(self._op, self.address, self.global_id, self.scope.worker)
 
     def shape(self) -> tuple[int, int]:
         """``(inputs, outputs)`` so far."""

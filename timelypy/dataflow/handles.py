@@ -35,6 +35,7 @@ from timelypy.dataflow.capability import Capability, InputCapability
 from timelypy.errors import CapabilityError
 
 if TYPE_CHECKING:
+    from timelypy.dataflow.as_worker import AsWorker
     from timelypy.dataflow.operator import LeafOperator
     from timelypy.progress.frontier import MutableAntichain
 
@@ -92,10 +93,26 @@ class Frontier:
 class OperatorInfo:
     """Facts about an operator, passed to constructors."""
 
-    __slots__ = ("_op", "address", "global_id", "index", "name", "peers", "worker_index")
+    __slots__ = (
+        "_op",
+        "_worker",
+        "address",
+        "global_id",
+        "index",
+        "name",
+        "peers",
+        "worker_index",
+    )
 
-    def __init__(self, op: LeafOperator, address: tuple[int, ...], global_id: int) -> None:
+    def __init__(
+        self,
+        op: LeafOperator,
+        address: tuple[int, ...],
+        global_id: int,
+        worker: AsWorker | None = None,
+    ) -> None:
         self._op = op
+        self._worker = worker
         #: The operator's name.
         self.name = op.name
         #: Its index in its scope.
@@ -123,6 +140,17 @@ class OperatorInfo:
         """Schedule this operator in the next step."""
         if self._op.activate is not None:
             self._op.activate()
+
+    def activate_after(self, delay: float) -> None:
+        """Schedule this operator once ``delay`` seconds have passed (Timely's ``activate_after``).
+
+        A worker with nothing else to do parks until then, instead of
+        spinning: what an operator that acts on the clock (a window closing
+        at a system time) needs.
+        """
+        if self._worker is None:
+            raise RuntimeError(f"operator {self.name!r}: no worker to schedule it on")
+        self._worker.activate_after(self.activate, delay)
 
     def __repr__(self) -> str:
         return f"OperatorInfo({self.name!r}, address={self.address}, worker={self.worker_index})"
