@@ -26,7 +26,7 @@ The layer is built only on the runtime's public API
 ``docs/flow.md``.
 """
 
-from timelypy.flow import inputs, outputs
+from timelypy.flow import inputs, outputs, window
 from timelypy.flow.dataflow import Dataflow, Step
 from timelypy.flow.inputs import (
     AdvanceTo,
@@ -44,6 +44,16 @@ from timelypy.flow.outputs import (
     TestingOutputConfig,
 )
 from timelypy.flow.run import cluster_main, run, run_cluster
+from timelypy.flow.window import (
+    ClockConfig,
+    EventClockConfig,
+    SessionWindowConfig,
+    SlidingWindowConfig,
+    SystemClockConfig,
+    TumblingWindowConfig,
+    WindowConfig,
+    WindowMetadata,
+)
 
 __all__ = [
     "Dataflow",
@@ -53,6 +63,15 @@ __all__ = [
     "cluster_main",
     "inputs",
     "outputs",
+    "window",
+    "ClockConfig",
+    "SystemClockConfig",
+    "EventClockConfig",
+    "WindowConfig",
+    "TumblingWindowConfig",
+    "SlidingWindowConfig",
+    "SessionWindowConfig",
+    "WindowMetadata",
     "AdvanceTo",
     "Emit",
     "ManualInputConfig",

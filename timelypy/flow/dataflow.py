@@ -38,11 +38,15 @@ from typing import Any
 from timelypy.errors import FlowError
 from timelypy.flow.inputs import InputConfig
 from timelypy.flow.outputs import OutputConfig
+from timelypy.flow.state import NO_ACC
+from timelypy.flow.window import WindowSpec, check_configs
 
-__all__ = ["Dataflow", "Step", "STATEFUL", "KEYED"]
+__all__ = ["Dataflow", "Step", "STATEFUL", "KEYED", "WINDOWED"]
 
+#: The windowing operators (seed 003; :mod:`timelypy.flow.window`).
+WINDOWED = frozenset({"reduce_window", "fold_window", "collect_window", "count_window"})
 #: Operators whose steps keep state between items (their step ID labels recovery data).
-STATEFUL = frozenset({"reduce", "reduce_epoch", "reduce_epoch_local", "stateful_map"})
+STATEFUL = frozenset({"reduce", "reduce_epoch", "reduce_epoch_local", "stateful_map"}) | WINDOWED
 #: Operators whose items must be ``(str, value)`` and are routed by state key.
 KEYED = frozenset({"reduce", "reduce_epoch", "reduce_epoch_local", "stateful_map"})
 
@@ -60,6 +64,8 @@ class Step:
     step_id: str
     logic: tuple[Callable[..., Any], ...] = ()
     config: InputConfig | OutputConfig | None = None
+    #: a windowing step's :class:`~timelypy.flow.window.WindowSpec`
+    options: Any = None
 
     def __repr__(self) -> str:
         return f"Step({self.operator}, {self.step_id!r})"
@@ -114,6 +120,7 @@ class Dataflow:
         logic: Iterable[Any] = (),
         names: Iterable[str] = (),
         config: InputConfig | OutputConfig | None = None,
+        options: Any = None,
     ) -> None:
         if step_id is None:
             step_id = operator
@@ -134,7 +141,7 @@ class Dataflow:
                 "give each step its own name"
             )
         self._ids[step_id] = index
-        self._steps.append(Step(operator, step_id, logic, config))
+        self._steps.append(Step(operator, step_id, logic, config, options))
 
     def input(self, step_id: str, input_config: InputConfig) -> None:
         """Read items from ``input_config``; must be the first step.
@@ -275,6 +282,136 @@ class Dataflow:
         """
         self._add("stateful_map", step_id, [builder, mapper], ["builder", "mapper"])
 
+    # -- windowing (seed 003) -------------------------------------------------------
+
+    def _window(
+        self,
+        operator: str,
+        step_id: str,
+        clock_config: Any,
+        window_config: Any,
+        logic: dict[str, Callable[..., Any] | None],
+        add: Callable[[Any, Any], Any],
+        merge: Callable[[Any, Any], Any] | None,
+        finish: Callable[[Any], Any],
+        late: Callable[[int, Any], Any] | None,
+        window_meta: bool,
+    ) -> None:
+        _check_name(step_id, operator)
+        for what, func in logic.items():
+            if func is not None:
+                _check_callable(func, what, operator, step_id)
+        if late is not None:
+            _check_callable(late, "late output (epoch, (key, value))", operator, step_id)
+        check_configs(step_id, clock_config, window_config)
+        spec = WindowSpec(
+            operator, clock_config, window_config, add, merge, finish, late, bool(window_meta)
+        )
+        self._add(operator, step_id, options=spec)
+
+    def fold_window(
+        self,
+        step_id: str,
+        clock_config: Any,
+        window_config: Any,
+        builder: Callable[[], Any],
+        folder: Callable[[Any, Any], Any],
+        merger: Callable[[Any, Any], Any] | None = None,
+        *,
+        late: Callable[[int, Any], Any] | None = None,
+        window_meta: bool = False,
+    ) -> None:
+        """Per key and window, fold values into ``builder()`` with ``folder(acc, value)``.
+
+        Emits ``(key, acc)`` when the window closes (``window_meta=True``:
+        ``(key, (WindowMetadata, acc))``). Session windows that a value
+        joins into one need ``merger(acc, acc)``. ``late(epoch, (key,
+        value))`` receives the values that came after their key's
+        watermark. See :mod:`timelypy.flow.window`.
+        """
+        _check_callable(builder, "builder", "fold_window", str(step_id))
+        _check_callable(folder, "folder", "fold_window", str(step_id))
+
+        def add(acc: Any, value: Any) -> Any:
+            return folder(builder() if acc is NO_ACC else acc, value)
+
+        self._window(
+            "fold_window", step_id, clock_config, window_config,
+            {"builder": builder, "folder": folder, "merger": merger},
+            add, merger, _identity, late, window_meta,
+        )
+
+    def reduce_window(
+        self,
+        step_id: str,
+        clock_config: Any,
+        window_config: Any,
+        reducer: Callable[[Any, Any], Any],
+        *,
+        late: Callable[[int, Any], Any] | None = None,
+        window_meta: bool = False,
+    ) -> None:
+        """Per key and window, combine values with ``reducer(acc, value)``; emit ``(key, acc)``.
+
+        See :meth:`fold_window` for ``late`` and ``window_meta``.
+        """
+        _check_callable(reducer, "reducer", "reduce_window", str(step_id))
+
+        def add(acc: Any, value: Any) -> Any:
+            return value if acc is NO_ACC else reducer(acc, value)
+
+        self._window(
+            "reduce_window", step_id, clock_config, window_config, {"reducer": reducer},
+            add, reducer, _identity, late, window_meta,
+        )
+
+    def collect_window(
+        self,
+        step_id: str,
+        clock_config: Any,
+        window_config: Any,
+        *,
+        late: Callable[[int, Any], Any] | None = None,
+        window_meta: bool = False,
+    ) -> None:
+        """Per key and window, collect the values in a list (arrival order); emit ``(key, list)``.
+
+        See :meth:`fold_window` for ``late`` and ``window_meta``.
+        """
+
+        def add(acc: Any, value: Any) -> Any:
+            if acc is NO_ACC:
+                return [value]
+            acc.append(value)
+            return acc
+
+        self._window(
+            "collect_window", step_id, clock_config, window_config, {},
+            add, _concat, _identity, late, window_meta,
+        )
+
+    def count_window(
+        self,
+        step_id: str,
+        clock_config: Any,
+        window_config: Any,
+        *,
+        late: Callable[[int, Any], Any] | None = None,
+        window_meta: bool = False,
+    ) -> None:
+        """Per key and window, count the values; emit ``(key, count)``.
+
+        See :meth:`fold_window` for ``late`` and ``window_meta``.
+        """
+
+        def add(acc: Any, value: Any) -> Any:
+            return 1 if acc is NO_ACC else acc + 1
+
+        self._window(
+            "count_window", step_id, clock_config, window_config, {},
+            add, _sum, _identity, late, window_meta,
+        )
+
     def capture(
         self, output_config: OutputConfig | None = None, step_id: str | None = None
     ) -> None:
@@ -292,3 +429,15 @@ class Dataflow:
 
     def __repr__(self) -> str:
         return "Dataflow(" + " -> ".join(step.step_id for step in self._steps) + ")"
+
+
+def _identity(acc: Any) -> Any:
+    return acc
+
+
+def _concat(a: list[Any], b: list[Any]) -> list[Any]:
+    return a + b
+
+
+def _sum(a: int, b: int) -> int:
+    return a + b

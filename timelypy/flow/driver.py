@@ -47,7 +47,7 @@ from timelypy.dataflow.probe import ProbeHandle
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import FlowError
-from timelypy.flow.dataflow import KEYED, Dataflow, Step
+from timelypy.flow.dataflow import KEYED, WINDOWED, Dataflow, Step
 from timelypy.flow.inputs import (
     AdvanceTo,
     Emit,
@@ -74,6 +74,7 @@ from timelypy.flow.steps import (
     route_by_key,
     stateless_chain,
 )
+from timelypy.flow.window_ops import window_step
 from timelypy.recovery import AttachedExecution, RecoveryConfig
 from timelypy.recovery.store import Execution, RecoveryStore
 from timelypy.worker import Worker
@@ -470,6 +471,11 @@ class FlowWorker:
                     )
                 else:
                     stream = keyed_step(stream, step, self._recovered_state(step))
+            elif op in WINDOWED:
+                chain.append((step, keyed_check(step)))
+                stream = flush()
+                state = self._recovered_state(step)
+                stream = window_step(stream, step.step_id, step.options, state)
             elif op == "capture":
                 stream = flush()
                 done = self._capture(stream, step)

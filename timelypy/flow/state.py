@@ -24,7 +24,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["StepState", "CloseListener"]
+__all__ = ["StepState", "CloseListener", "NO_ACC"]
+
+
+
+class _NoAccumulator:
+    """The type of :data:`NO_ACC`; pickles as a reference to the one instance."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NO_ACC"
+
+    def __reduce__(self) -> str:
+        return "NO_ACC"
+
+
+#: A window's accumulator before its first value (windowing steps' ``add(acc, value)``).
+NO_ACC: Any = _NoAccumulator()
 
 #: Called with ``(epoch, keys touched in that epoch)`` when an epoch ends in a step.
 CloseListener = Callable[[int, set[str]], Any]
@@ -33,7 +50,7 @@ CloseListener = Callable[[int, set[str]], Any]
 class StepState:
     """State per state key of step ``step_id`` on worker ``worker_index``."""
 
-    __slots__ = ("_listeners", "_touched", "states", "step_id", "worker_index")
+    __slots__ = ("_listeners", "_touched", "late", "states", "step_id", "worker_index")
 
     def __init__(self, step_id: str, worker_index: int) -> None:
         self.step_id = step_id
@@ -43,6 +60,8 @@ class StepState:
         self._listeners: list[CloseListener] = []
         # epoch -> keys touched in it (only while someone listens)
         self._touched: dict[int, set[str]] = {}
+        #: values a windowing step found late, on this worker
+        self.late = 0
 
     def on_close(self, listener: CloseListener) -> None:
         """Call ``listener(epoch, touched_keys)`` whenever an epoch ends in this step."""
@@ -53,6 +72,11 @@ class StepState:
         if self._listeners:
             keys = self._touched.setdefault(epoch, set())
             keys.update(item[0] for item in items)
+
+    def touch_keys(self, epoch: int, keys: Iterable[str]) -> None:
+        """Note that ``keys`` were touched in ``epoch``."""
+        if self._listeners:
+            self._touched.setdefault(epoch, set()).update(keys)
 
     def close_epoch(self, epoch: int) -> None:
         """``epoch`` has ended in this step: tell the listeners which keys it touched."""
