@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import enum
 import math
 import pickle
@@ -94,6 +95,16 @@ scalars = st.one_of(
     st.floats(allow_nan=False),
     st.text(max_size=8),
     st.binary(max_size=8),
+    st.datetimes(
+        timezones=st.one_of(
+            st.none(),
+            st.just(datetime.UTC),
+            st.integers(-23 * 60, 23 * 60).map(
+                lambda minutes: datetime.timezone(datetime.timedelta(minutes=minutes))
+            ),
+        )
+    ),
+    st.timedeltas(),
 )
 
 

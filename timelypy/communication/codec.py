@@ -6,9 +6,11 @@ codecs exist, chosen by name with :func:`make_codec`:
 
 * :class:`MsgpackCodec` (``"msgpack"``, the default) carries plain data --
   ``None``, ``bool``, ``int`` of any size, ``float``, ``str``, ``bytes``,
-  ``tuple``, ``list``, ``dict``, ``set``, ``frozenset`` and
-  :class:`~timelypy.order.Product`, nested freely -- and gives back *exactly*
-  the types it was given.  Anything else raises
+  ``tuple``, ``list``, ``dict``, ``set``, ``frozenset``,
+  :class:`~timelypy.order.Product`, ``datetime`` and ``timedelta``, and the
+  types registered with :func:`register_marked` (the flow layer's
+  ``WindowMetadata``), nested freely -- and gives back *exactly* the types
+  it was given (a ``datetime`` keeps its UTC offset, not its zone object).  Anything else raises
   :class:`~timelypy.errors.SerializationError` on the sending side.
 * :class:`PickleCodec` (``"pickle"``, opt-in) carries any Python object, with
   cloudpickle.  Unpickling runs code: authenticated connections only.
@@ -31,7 +33,11 @@ turns a ``tuple`` into the array ``[*items, TUPLE]``, a ``Product`` into
 where the trailing marker is an empty ext value (codes 81-86; ``Ok(v)``
 and ``Err(v)`` become ``[v, OK]`` and ``[v, ERR]``); an ``int``
 outside the 64-bit range becomes ext 80 holding its two's-complement
-big-endian bytes.  Anything else is an error.  On decode, ext markers become
+big-endian bytes; a ``datetime`` becomes ext 87 (microseconds since
+1970-01-01 UTC, or since 1970-01-01 for a naive one, and its UTC offset in
+seconds), a ``timedelta`` ext 88 (microseconds); a registered type becomes
+``[*fields, MARK]`` with its own marker code (90 and up).  Anything else is
+an error.  On decode, ext markers become
 sentinel objects and a ``list_hook`` rebuilds any array that ends in one.  The
 ``marked`` bit (1) says whether the document holds any marker at all; without
 one the decoder skips the ``list_hook`` and msgpack runs at full C speed.
@@ -92,7 +98,9 @@ strings holding lone surrogates cannot be encoded (UTF-8).
 from __future__ import annotations
 
 import abc
+import datetime
 import pickle
+import struct
 import threading
 from collections.abc import Callable
 from operator import itemgetter
@@ -109,6 +117,7 @@ __all__ = [
     "MsgpackCodec",
     "PickleCodec",
     "make_codec",
+    "register_marked",
     "CODEC_NAMES",
 ]
 
@@ -134,6 +143,15 @@ _EXT_SET = 83
 _EXT_FROZENSET = 84
 _EXT_OK = 85
 _EXT_ERR = 86
+_EXT_DATETIME = 87
+_EXT_TIMEDELTA = 88
+#: The first ext code for types registered with :func:`register_marked`.
+_EXT_REGISTERED = 90
+_NAIVE = -(2**31)  # the offset field of a naive datetime
+_EPOCH_UTC = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_EPOCH_NAIVE = datetime.datetime(1970, 1, 1)
+_ONE_US = datetime.timedelta(microseconds=1)
+_DATETIME = struct.Struct(">qi")
 
 _TUPLE_MARK = ExtType(_EXT_TUPLE, b"")
 _PRODUCT_MARK = ExtType(_EXT_PRODUCT, b"")
@@ -147,7 +165,8 @@ _PICKLE_HINT = (
     "serializer=\"pickle\" for timelypy_spark"
 )
 _SUPPORTED = (
-    "None, bool, int, float, str, bytes, tuple, list, dict, set, frozenset, Product, Ok and Err"
+    "None, bool, int, float, str, bytes, tuple, list, dict, set, frozenset, Product, Ok, Err, "
+    "datetime, timedelta and the registered types"
 )
 
 
@@ -187,6 +206,51 @@ _MARKERS = {
     _EXT_OK: _Marker(_build_ok),
     _EXT_ERR: _Marker(_build_err),
 }
+
+
+# type -> (marker, fields of a value) for register_marked
+_REGISTERED: dict[type, tuple[ExtType, Callable[[Any], list[Any]]]] = {}
+
+
+def register_marked(
+    kind: type, code: int, fields: Callable[[Any], list[Any]], build: Callable[[list[Any]], Any]
+) -> None:
+    """Let :class:`MsgpackCodec` carry ``kind`` as ``[*fields(value), MARK]``, rebuilt by ``build``.
+
+    ``code`` (0-9) picks the type's marker among the registered ones; every
+    process must register the same types with the same codes (register at
+    import time of the module defining the type).  Registering a type again
+    with the same code is a no-op.
+    """
+    if not 0 <= code <= 9:
+        raise ConfigError(f"register_marked takes a code 0-9, got {code}")
+    ext = _EXT_REGISTERED + code
+    known = _MARKERS.get(ext)
+    if known is not None and _REGISTERED.get(kind, (None,))[0] != ExtType(ext, b""):
+        raise ConfigError(f"codec marker {code} is taken already")
+    _MARKERS[ext] = _Marker(build)
+    _REGISTERED[kind] = (ExtType(ext, b""), fields)
+
+
+def _pack_datetime(value: datetime.datetime) -> ExtType:
+    offset = value.utcoffset()
+    if offset is None:
+        us = (value - _EPOCH_NAIVE) // _ONE_US
+        seconds = _NAIVE
+    else:
+        us = (value - _EPOCH_UTC) // _ONE_US
+        seconds = offset // datetime.timedelta(seconds=1)
+    return ExtType(_EXT_DATETIME, _DATETIME.pack(us, seconds))
+
+
+def _unpack_datetime(data: bytes) -> datetime.datetime:
+    us, seconds = _DATETIME.unpack(data)
+    if seconds == _NAIVE:
+        return _EPOCH_NAIVE + datetime.timedelta(microseconds=us)
+    at = _EPOCH_UTC + datetime.timedelta(microseconds=us)
+    if seconds == 0:
+        return at
+    return at.astimezone(datetime.timezone(datetime.timedelta(seconds=seconds)))
 
 
 class _Unsupported(TypeError):
@@ -242,6 +306,15 @@ class _Encoder:
         if kind is Err:
             self.marked = _MARKED
             return [value.value, _ERR_MARK]
+        if kind is datetime.datetime:
+            return _pack_datetime(value)
+        if kind is datetime.timedelta:
+            # 9 bytes: a timedelta reaches 8.6e19 microseconds, past int64
+            return ExtType(_EXT_TIMEDELTA, (value // _ONE_US).to_bytes(9, "big", signed=True))
+        registered = _REGISTERED.get(kind)
+        if registered is not None:
+            self.marked = _MARKED
+            return [*registered[1](value), registered[0]]
         raise _Unsupported(value)
 
 
@@ -251,6 +324,10 @@ def _ext_hook(code: int, data: bytes) -> Any:
         return marker
     if code == _EXT_BIGINT:
         return int.from_bytes(data, "big", signed=True)
+    if code == _EXT_DATETIME:
+        return _unpack_datetime(data)
+    if code == _EXT_TIMEDELTA:
+        return datetime.timedelta(microseconds=int.from_bytes(data, "big", signed=True))
     return ExtType(code, data)
 
 

@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from timelypy.communication.codec import register_marked
 from timelypy.errors import FlowError
 
 __all__ = [
@@ -210,6 +211,14 @@ class WindowMetadata:
 
     open_time: datetime.datetime
     close_time: datetime.datetime
+
+
+register_marked(
+    WindowMetadata,
+    0,
+    lambda meta: [meta.open_time, meta.close_time],
+    lambda fields: WindowMetadata(*fields),
+)
 
 
 @dataclasses.dataclass(frozen=True)

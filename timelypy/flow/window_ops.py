@@ -342,6 +342,14 @@ def window_step(
 
         output: OperatorOutput[Any]
 
+        # Keys reloaded by recovery: their windows close on time too (a system clock
+        # that resumes past a window's end closes it at once, seed 003).
+        started = now_us()
+        for key, key_state in states.items():
+            schedule(key, key_state, started)
+        if deadlines:
+            info.activate()
+
         def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
             nonlocal output
             output = out
