@@ -58,9 +58,11 @@ __all__ = [
 ]
 
 #: The store format this code reads and writes.
-FORMAT = "timelypy-recovery-1"
+FORMAT = "timelypy-recovery-2"
 #: Seconds a connection waits for another writer's lock before failing.
 BUSY_SECONDS = 30.0
+#: Seconds between a writer's trims of the snapshots its keys no longer need.
+TRIM_SECONDS = 1.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -71,8 +73,7 @@ CREATE TABLE IF NOT EXISTS snaps (
     key_hash INTEGER NOT NULL,
     state BLOB,
     PRIMARY KEY (step_id, state_key, epoch)
-);
-CREATE INDEX IF NOT EXISTS snaps_by_hash ON snaps (step_id, key_hash);
+) WITHOUT ROWID;
 """
 
 _OUTPUTS = """
@@ -514,6 +515,14 @@ class RecoveryStore:
         return SnapshotWriter(self, ex_num, worker_index)
 
 
+# A key's snapshots older than its latest before the resume epoch (and a discard as the
+# latest before it): (step_id, state_key, resume) twice.
+_DROP_SUPERSEDED = (
+    "DELETE FROM snaps WHERE step_id = ?1 AND state_key = ?2 AND epoch < ?3 AND ("
+    "epoch < (SELECT MAX(epoch) FROM snaps WHERE step_id = ?1 AND state_key = ?2 AND epoch < ?3)"
+    " OR state IS NULL)"
+)
+
 #: A snapshot as stored: ``(step_id, state_key, epoch, key_hash, pickled state or None)``.
 SnapshotRow = tuple[str, str, int, int, bytes | None]
 
@@ -560,6 +569,9 @@ class SnapshotWriter:
         self._pending: list[list[SnapshotRow]] = [[] for _ in self._conns]
         self._outputs: list[tuple[str, int, int, bytes]] = []
         self._outputs_ready = False
+        # per partition: (step_id, state_key) written since the last commit
+        self._superseded: list[set[tuple[str, str]]] = [set() for _ in self._conns]
+        self._next_trim = time.monotonic() + TRIM_SECONDS
         self.committed: tuple[int, bool] | None = None
 
     def snapshot(self, step_id: str, epoch: int, states: Iterable[tuple[str, Any]]) -> None:
@@ -568,9 +580,11 @@ class SnapshotWriter:
 
     def queue(self, rows: Iterable[SnapshotRow]) -> None:
         """Queue snapshot rows made by :func:`snapshot_rows` (perhaps in another process)."""
-        pending, parts = self._pending, self.store.partitions
+        pending, parts, superseded = self._pending, self.store.partitions, self._superseded
         for row in rows:
-            pending[row[3] % parts].append(row)
+            part = row[3] % parts
+            pending[part].append(row)
+            superseded[part].add((row[0], row[1]))
 
     def log_output(self, run: str, epoch: int, items: bytes) -> None:
         """Queue a pickled batch of items captured at ``epoch`` for ``run``'s output log."""
@@ -584,6 +598,20 @@ class SnapshotWriter:
                 conn.executemany("INSERT OR REPLACE INTO snaps VALUES (?, ?, ?, ?, ?)", rows)
                 conn.execute("COMMIT")
                 rows.clear()
+        now = time.monotonic()
+        if done or now >= self._next_trim:
+            # The keys written since the last trim keep only what a resume can need: of
+            # their snapshots before the epoch a resume would start at now, the latest.
+            # (Every TRIM_SECONDS, not every commit: a key written in many epochs is
+            # trimmed once, and the table stays about TRIM_SECONDS of snapshots big.)
+            self._next_trim = now + TRIM_SECONDS
+            resume = RecoveryStore._resume_epoch(self._conns[0])
+            for conn, keys in zip(self._conns, self._superseded, strict=True):
+                if keys:
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.executemany(_DROP_SUPERSEDED, [(*key, resume) for key in keys])
+                    conn.execute("COMMIT")
+                    keys.clear()
         if self._outputs:
             conn = self._conns[self.worker_index % len(self._conns)]
             if not self._outputs_ready:
