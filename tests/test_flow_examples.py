@@ -13,6 +13,7 @@ import importlib.util
 import subprocess
 import sys
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 
@@ -124,3 +125,47 @@ def test_recovery_demo_resumes_a_killed_execution_to_the_failure_free_output(tmp
         f"{name} {final[name]}" for name in sorted(final)
     )
     assert lines[3] == "the output equals a run without the failure: True"
+
+
+# -- flow_windowing.py: two clocks and windowers in one flow --------------------------------
+
+
+def windowing_expected() -> list[str]:
+    """What flow_windowing.py prints, computed in plain Python from its data."""
+    path = ROOT / "examples" / "flow_windowing.py"
+    spec = importlib.util.spec_from_file_location("flow_windowing", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    data = example.readings()
+    newest: dict = {}
+    late, kept = [], []
+    for sensor, (at, celsius) in data:
+        if sensor in newest and at < newest[sensor] - timedelta(seconds=30):
+            late.append(f"late: {sensor} {at:%H:%M:%S} (arrived after {newest[sensor]:%H:%M:%S})")
+            continue
+        newest[sensor] = max(newest.get(sensor, at), at)
+        kept.append((sensor, at, celsius))
+    minutes: dict = {}
+    for sensor, at, celsius in kept:
+        minute = at.replace(second=0)
+        total, count = minutes.get((sensor, minute), (0.0, 0))
+        minutes[(sensor, minute)] = (total + celsius, count + 1)
+    best: dict = {}
+    for (sensor, minute), (total, count) in sorted(minutes.items()):
+        five = minute.replace(minute=minute.minute - minute.minute % 5)
+        average = round(total / count, 2)
+        if (sensor, five) not in best or average > best[(sensor, five)][1]:
+            best[(sensor, five)] = (minute, average)
+    lines = [
+        f"{five:%H:%M}-{five + timedelta(minutes=5):%H:%M} {sensor} warmest minute "
+        f"{minute:%H:%M} {average} C"
+        for (sensor, five), (minute, average) in best.items()
+    ]
+    return sorted(late) + sorted(lines)
+
+
+@pytest.mark.parametrize("args", [(), ("-w", "3")], ids=["1 worker", "3 workers"])
+def test_windowing_example_prints_the_plain_python_answer(tmp_path, args):
+    expected = windowing_expected()
+    assert expected[0].startswith("late: sensor-b")
+    assert run("flow_windowing.py", *args, cwd=tmp_path) == expected

@@ -280,7 +280,9 @@ def window_step(
                     raise
             wall = time.monotonic()
             if wall - last_logged[0] >= LATE_LOG_SECONDS:
-                log.warning(
+                # a warning unless the step has an output for them (then they are not lost)
+                log.log(
+                    logging.WARNING if late_out is None else logging.INFO,
                     "%s on worker %d: %d late value(s) so far (older than their key's "
                     "watermark)%s",
                     where, worker, state.late,
