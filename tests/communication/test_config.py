@@ -338,3 +338,25 @@ def test_missing_host_file(tmp_path):
         parse("-n", "2", "-h", missing)
     with pytest.raises(ConfigError, match="cannot read host file"):
         parse_hostfile(tmp_path, 1)  # a directory
+
+
+def test_host_file_with_a_repeated_address_names_both_lines(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:2101\n# the second process\n127.0.0.1:2101\nlocalhost:2103\n")
+    with pytest.raises(ConfigError, match=r"line 3: '127.0.0.1:2101' repeats the address of l"):
+        parse_hostfile(hosts, 2)
+    # only the addresses of the processes asked for must differ
+    hosts.write_text("localhost:2101\nlocalhost:2102\nlocalhost:2101\n")
+    assert parse_hostfile(hosts, 2) == ("localhost:2101", "localhost:2102")
+
+
+def test_host_file_that_is_not_utf8_is_a_config_error_naming_the_line(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_bytes(b"localhost:2101\nlocalhost:21\xff02\n")
+    with pytest.raises(ConfigError, match=r"line 2: not UTF-8 text \(byte 0xff"):
+        parse_hostfile(hosts, 2)
+
+
+def test_config_refuses_two_processes_at_one_address():
+    with pytest.raises(ConfigError, match="processes 0 and 1 have the same address"):
+        Config.cluster(1, 2, 0, ["localhost:2101", "127.0.0.1:2101"])

@@ -111,8 +111,16 @@ progress_mode='eager'), ['data.txt'])
                     f"but only {len(self.addresses)} were given"
                 )
             object.__setattr__(self, "addresses", tuple(self.addresses[: self.processes]))
-            for address in self.addresses:
-                parse_address(address)
+            seen: dict[tuple[str, int], int] = {}
+            for index, address in enumerate(self.addresses):
+                host, port = parse_address(address)
+                endpoint = (_same_host(host), port)
+                if endpoint in seen:
+                    raise ConfigError(
+                        f"processes {seen[endpoint]} and {index} have the same address "
+                        f"{address!r}: every process needs its own host:port"
+                    )
+                seen[endpoint] = index
 
     @property
     def peers(self) -> int:
@@ -327,21 +335,44 @@ def parse_address(address: str, *, allow_any_port: bool = False) -> tuple[str, i
     return host, number
 
 
+def _same_host(host: str) -> str:
+    """``host`` in a form where the names of this machine's loopback compare equal."""
+    host = host.lower()
+    return "127.0.0.1" if host in ("localhost", "127.0.0.1", "::1") else host
+
+
 def parse_hostfile(path: str | Path, processes: int) -> tuple[str, ...]:
     """Read ``host:port`` lines without blanks or ``#`` comments; keep the first ``processes``."""
     try:
-        text = Path(path).read_text()
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read host file {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"host file {str(path)!r}, line {line}: not UTF-8 text (byte {raw[exc.start]:#04x} "
+            "cannot be decoded); a host file holds host:port lines"
+        ) from None
     addresses = []
+    lines: dict[tuple[str, int], int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         entry = line.split("#", 1)[0].strip()
         if not entry:
             continue
         try:
-            parse_address(entry)
+            host, port = parse_address(entry)
         except ConfigError as exc:
             raise ConfigError(f"host file {str(path)!r}, line {number}: {exc}") from None
+        if len(addresses) < processes:
+            endpoint = (_same_host(host), port)
+            if endpoint in lines:
+                raise ConfigError(
+                    f"host file {str(path)!r}, line {number}: {entry!r} repeats the address "
+                    f"of line {lines[endpoint]}; every process needs its own host:port"
+                )
+            lines[endpoint] = number
         addresses.append(entry)
     if len(addresses) < processes:
         raise ConfigError(
