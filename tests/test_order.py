@@ -176,3 +176,26 @@ def test_product_summaries_monotone_and_compose(s1, s2, t1, t2):
     both = None if step is None else s2.results_in(step)
     assert (None if composed is None else composed.results_in(t1)) == both
     assert identity_summary(ProductType(int, int)).results_in(t1) == t1
+
+
+@pytest.mark.parametrize(
+    ("outer", "inner", "message"),
+    [
+        ("a", 1, "must be a timestamp"),
+        (-1, 0, "must be >= 0"),
+        (0, -3, "inner coordinate must be >= 0"),
+        (True, 0, "must be a timestamp"),
+        (1.5, 0, "must be a timestamp"),
+        ((1, 2), 0, "must be a timestamp"),
+    ],
+)
+def test_product_coordinates_are_validated_like_int_timestamps(outer, inner, message):
+    with pytest.raises(TimestampError, match=message):
+        Product(outer, inner)
+
+
+def test_product_comparison_operators_are_the_sort_order_not_the_product_order():
+    a, b = Product(1, 9), Product(2, 0)
+    assert a < b  # lexicographic: what sorting uses
+    assert not a.less_equal(b) and not b.less_equal(a)  # incomparable in the product order
+    assert Product(Product(0, 1), 2).less_equal(Product(Product(0, 2), 2))

@@ -140,12 +140,33 @@ def _mixed(a: object, b: object, exc: Exception | None = None) -> TimestampError
     return err
 
 
+def _check_coordinate(value: Any, which: str) -> None:
+    kind = type(value)
+    if kind is int:
+        if value < 0:
+            raise TimestampError(
+                f"a Product's {which} coordinate must be >= 0, got {value}: timestamps start at 0"
+            )
+        return
+    if kind is bool or kind is float or kind is str or kind is bytes or not hasattr(
+        value, "less_equal"
+    ):
+        raise TimestampError(
+            f"a Product's {which} coordinate must be a timestamp (an int >= 0, a Product, or a "
+            f"type with less_equal), got {value!r} ({kind.__name__})"
+        )
+
+
 class Product(tuple[Any, Any]):
     """A pair of timestamps ordered coordinate by coordinate.
 
     ``Product(a, b).less_equal(Product(c, d))`` iff ``a <= c`` and ``b <= d``
-    (in their own partial orders).  Python's ``<`` is lexicographic, which
-    extends the partial order and is what sorting uses.  A ``Product`` is an
+    (in their own partial orders): that, and ``less_than``, are the order
+    progress tracking uses.  Python's ``<``, ``<=``, ``>``, ``>=`` are a
+    tuple's *lexicographic* order, a total order that extends the product
+    order: use them to sort, never to decide whether one time is done before
+    another (``Product(1, 9) < Product(2, 0)`` although the two are
+    incomparable).  A ``Product`` is an
     immutable, hashable 2-tuple, so it is cheap to create, compare and hash.
 
     >>> Product(1, 5).less_equal(Product(2, 5))
@@ -166,7 +187,16 @@ class Product(tuple[Any, Any]):
     __slots__ = ()
 
     def __new__(cls, outer: Any, inner: Any) -> Product:
-        """Create ``Product(outer, inner)``."""
+        """Create ``Product(outer, inner)``; each coordinate a timestamp (an ``int >= 0``...).
+
+        A coordinate is an ``int >= 0`` (not a ``bool``), a ``Product``, or an
+        object with ``less_equal`` (a timestamp type of your own); anything
+        else is a :class:`~timelypy.errors.TimestampError`, as a bad ``int``
+        time is.
+        """
+        if not (type(outer) is int and outer >= 0 and type(inner) is int and inner >= 0):
+            _check_coordinate(outer, "outer")
+            _check_coordinate(inner, "inner")
         return tuple.__new__(cls, (outer, inner))
 
     def __getnewargs__(self) -> tuple[Any, Any]:

@@ -108,8 +108,17 @@ scalars = st.one_of(
 )
 
 
+int_products = st.recursive(
+    st.integers(min_value=0, max_value=2**64 - 1),
+    lambda inner: st.builds(Product, inner, inner),
+    max_leaves=4,
+)
+
+
 def products(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Product]:
-    return st.builds(Product, inner, inner)
+    # a Product's coordinates are timestamps: ints >= 0 or Products
+    coordinate = st.one_of(st.integers(min_value=0, max_value=2**70), int_products)
+    return st.builds(Product, coordinate, coordinate)
 
 
 hashables = st.recursive(
@@ -133,7 +142,6 @@ values = st.recursive(
     ),
     max_leaves=20,
 )
-int_products = st.recursive(st.integers(min_value=0, max_value=2**64 - 1), products, max_leaves=4)
 times = st.one_of(st.integers(min_value=0, max_value=2**64 - 1), int_products)
 flat_tuples = st.integers(min_value=0, max_value=4).flatmap(
     lambda arity: st.lists(st.tuples(*[scalars] * arity), max_size=40)
@@ -176,7 +184,7 @@ def test_batches_of_flat_tuples_round_trip(time: Any, records: list[tuple[Any, .
         None, True, False, 0, 1, -1, 2**63 - 1, -(2**63), 2**64 - 1, 2**64, -(2**63) - 1,
         2**1000, -(2**1000), 0.0, -0.0, math.inf, "", "é€😀", b"", b"\x00\xff",
         (), [], {}, set(), frozenset(), ((),), [()], ([],), Product(0, 0),
-        Product(Product(1, 2), 3), Product((), []), {(1, 2): "a", Product(1, 2): "b"},
+        Product(Product(1, 2), 3), Product(0, 2**80), {(1, 2): "a", Product(1, 2): "b"},
         {frozenset({1}): {2: (3,)}}, {2**70: [2**70]}, [True, 1, 1.0], (1, [2, (3, [4])]),
     ],
     ids=repr,
