@@ -36,7 +36,7 @@ from typing import Any
 
 import zmq
 
-from timelypy.communication.secret import curve_keys, run_tag
+from timelypy.communication.secret import admit_only, curve_keys, run_tag
 
 __all__ = ["Rendezvous", "TaskChannel", "Message", "local_ip_towards", "execution_tag"]
 
@@ -86,6 +86,8 @@ class Rendezvous:
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
         public, private = _keys(secret, execution_tag(run, execution))
+        # only tasks holding the run's secret-derived key pair are admitted
+        self._auth = admit_only(self.context, public)
         self.socket.curve_server = True
         self.socket.curve_publickey = public
         self.socket.curve_secretkey = private
@@ -131,6 +133,7 @@ class Rendezvous:
     def close(self) -> None:
         """Close the socket."""
         self.socket.close(0)
+        self._auth.stop()
         self.context.term()
 
 

@@ -40,6 +40,7 @@ from tests.communication.cluster_scripts import pipeline, wordcount
 from tests.communication.cluster_scripts.epochs import RECORDS_PER_EPOCH
 from tests.communication.cluster_scripts.harness import (
     ROOT,
+    TEST_SECRET,
     Cluster,
     cluster,
     processes_with,
@@ -48,6 +49,7 @@ from tests.communication.cluster_scripts.harness import (
     wait_until,
     write_hostfile,
 )
+from timelypy.communication.secret import curve_keys, run_tag
 
 #: A lost, stopped or failed peer must end the computation this fast (the specification).
 DETECTION_SECONDS = 5.0
@@ -515,6 +517,24 @@ def _stranger_curve(context: zmq.Context[Any], port: int) -> zmq.Socket[Any]:
     return sock
 
 
+def _stranger_leaked_key(context: zmq.Context[Any], port: int) -> zmq.Socket[Any]:
+    """A CURVE client that knows the server's public key (leaked) but not the secret.
+
+    It presents a key pair of its own; only the ZAP handler tells it from a peer.
+    """
+    secret = TEST_SECRET.encode()
+    server_public, _ = curve_keys(secret, run_tag(secret, ""))
+    public, private = zmq.curve_keypair()
+    sock = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.curve_serverkey = server_public
+    sock.curve_publickey = public
+    sock.curve_secretkey = private
+    sock.connect(f"tcp://127.0.0.1:{port}")
+    sock.send_multipart([run_tag(secret, "") + b":0:c", b"let me in"], flags=zmq.NOBLOCK)
+    return sock
+
+
 def _stranger_raw(port: int, garbage: bytes) -> socket.socket:
     """A raw TCP connection that writes ``garbage``."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=PROMPT)
@@ -577,6 +597,7 @@ def test_strangers_are_rejected_logged_and_get_nothing(tmp_path: Path) -> None:
             for index, attack in (
                 (0, lambda: sockets.append(_stranger_null(context, c.ports[0]))),
                 (1, lambda: sockets.append(_stranger_curve(context, c.ports[1]))),
+                (0, lambda: sockets.append(_stranger_leaked_key(context, c.ports[0]))),
             ):
                 before = rejections(index)
                 attack()

@@ -34,6 +34,9 @@ from timelypy.communication.secret import SECRET_ENV
 from timelypy.errors import ConfigError
 from timelypy.launch import GRACE_SECONDS, USAGE, LaunchOptions, main, parse_launch_args
 
+#: A secret of our own (long enough to be accepted).
+OURS = "ours-" + "0123456789abcdef" * 2
+
 #: Deadline for a launcher run that should complete.
 RUN_DEADLINE = 60.0
 #: Ctrl-C must stop every process and the launcher this fast.
@@ -162,9 +165,9 @@ def test_a_fresh_secret_per_run_shared_by_its_processes(tmp_path: Path) -> None:
 
 
 def test_a_given_secret_is_kept(tmp_path: Path) -> None:
-    result, _marker = _echo(tmp_path, env=clean_env(**{SECRET_ENV: "ours"}))
+    result, _marker = _echo(tmp_path, env=clean_env(**{SECRET_ENV: OURS}))
     assert result.returncode == 0, result.stdout + result.stderr
-    fingerprint = hashlib.sha256(b"ours").hexdigest()[:8]
+    fingerprint = hashlib.sha256(OURS.encode()).hexdigest()[:8]
     assert f"[0] process 0 secret={fingerprint}" in result.stdout
     assert f"[1] process 1 secret={fingerprint}" in result.stdout
 

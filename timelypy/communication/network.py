@@ -55,7 +55,7 @@ import zmq
 from timelypy.communication.allocator import ProcessShared
 from timelypy.communication.codec import Codec, make_codec
 from timelypy.communication.config import Config
-from timelypy.communication.secret import RUN_ENV, curve_keys, run_tag
+from timelypy.communication.secret import RUN_ENV, admit_only, curve_keys, run_tag
 from timelypy.communication.watchdog import Watchdog
 from timelypy.communication.wire import (
     ABORT,
@@ -148,6 +148,8 @@ class ClusterNetwork:
         self._endpoints: list[str] = []
         #: The ZeroMQ context of every socket of this process.
         self.context = zmq.Context()
+        # Only peers holding the secret's own key pair are admitted (not merely its public key).
+        self._auth = admit_only(self.context, self._public)
         try:
             if bind is None:
                 addresses = config.resolved_addresses()
@@ -167,6 +169,7 @@ class ClusterNetwork:
             self._poller.register(self._router, zmq.POLLIN)
             self._watchdog: Watchdog | None = None
         except BaseException:
+            self._auth.stop()
             self.context.destroy(linger=0)
             raise
 
@@ -397,6 +400,7 @@ class ClusterNetwork:
         for peer, sock in self._control.items():
             sock.close(0 if peer in self._departed else int(LINGER_SECONDS * 1000))
         self._router.close(0)
+        self._auth.stop()
         # term() waits for every socket of the context; a worker thread stuck in
         # user code would make it wait forever, so wait in a helper thread, bounded.
         terminator = threading.Thread(target=self.context.term, daemon=True)

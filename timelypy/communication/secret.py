@@ -15,10 +15,17 @@ derives the same values from it.
   fails its handshake inside libzmq -- before a single byte of it reaches
   Python, let alone a decoder.
 
-The keys are derived without key stretching, so the secret must be long and
-random (``secrets.token_hex(32)``, as the launcher makes).
+* **Admission** (:func:`admit_only`): CURVE alone lets any client that knows
+  the server's public key connect, with a key pair of its own; a ZAP handler
+  on every listening socket admits only clients presenting the cluster's
+  own public key, so joining needs the secret itself, not just values
+  derived from it.
 
->>> secret = load_secret({SECRET_ENV: "s3cret"})
+The keys are derived without key stretching, so the secret must be long and
+random: at least :data:`MIN_SECRET_LENGTH` characters (``secrets.token_hex(32)``,
+as the launcher makes, is 64).
+
+>>> secret = load_secret({SECRET_ENV: "0123456789abcdef0123456789abcdef"})
 >>> curve_keys(secret, run_tag(secret, "")) == curve_keys(secret, run_tag(secret, ""))
 True
 >>> run_tag(secret, "") != run_tag(secret, "tomorrow")
@@ -28,16 +35,32 @@ True
 from __future__ import annotations
 
 import hashlib
+import hmac
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import zmq
 from zmq.utils import z85
 
 from timelypy.errors import ConfigError
 
-__all__ = ["SECRET_ENV", "SECRET_FILE_ENV", "RUN_ENV", "load_secret", "run_tag", "curve_keys"]
+__all__ = [
+    "SECRET_ENV",
+    "SECRET_FILE_ENV",
+    "RUN_ENV",
+    "MIN_SECRET_LENGTH",
+    "load_secret",
+    "check_secret",
+    "run_tag",
+    "curve_keys",
+    "admit_only",
+]
+
+#: The shortest secret accepted, in bytes: 32 hex digits are 128 random bits.
+MIN_SECRET_LENGTH = 32
 
 #: Environment variable holding the cluster's shared secret.
 SECRET_ENV = "TIMELYPY_SECRET"
@@ -54,13 +77,13 @@ def load_secret(environ: Mapping[str, str] | None = None) -> bytes:
     ``environ`` defaults to :data:`os.environ`; the variable wins when both
     are set, and a file's surrounding whitespace is stripped.
 
-    >>> load_secret({SECRET_ENV: "s3cret", SECRET_FILE_ENV: "/nowhere"})
-    b's3cret'
+    >>> load_secret({SECRET_ENV: "k" * 32, SECRET_FILE_ENV: "/nowhere"}) == b"k" * 32
+    True
     """
     env = os.environ if environ is None else environ
     value = env.get(SECRET_ENV)
     if value:
-        return value.encode()
+        return check_secret(value.encode(), SECRET_ENV)
     path = env.get(SECRET_FILE_ENV)
     if path:
         try:
@@ -72,12 +95,55 @@ def load_secret(environ: Mapping[str, str] | None = None) -> bytes:
             ) from None
         if not data:
             raise ConfigError(f"the cluster secret file {path!r} is empty")
-        return data
+        return check_secret(data, f"the cluster secret file {path!r}")
     raise ConfigError(
         "a multi-process run needs a shared secret so that peers can prove they belong to "
         f"the cluster: start it with `python -m timelypy.launch`, or set {SECRET_ENV} (or "
         f"{SECRET_FILE_ENV}) to the same value in every process"
     )
+
+
+def check_secret(secret: bytes, where: str) -> bytes:
+    """``secret`` if it is long enough to resist guessing, else a :class:`ConfigError`.
+
+    >>> check_secret(b"abc", "TIMELYPY_SECRET")
+    Traceback (most recent call last):
+    ...
+    timelypy.errors.ConfigError: the cluster secret in TIMELYPY_SECRET is 3 bytes long; ...
+    """
+    if len(secret) < MIN_SECRET_LENGTH:
+        raise ConfigError(
+            f"the cluster secret in {where} is {len(secret)} bytes long; a secret must be at "
+            f"least {MIN_SECRET_LENGTH} random characters to resist guessing (the keys are "
+            "derived from it without stretching): make one with python -c 'import secrets; "
+            "print(secrets.token_hex(32))'"
+        )
+    return secret
+
+
+def admit_only(context: zmq.Context[Any], public_key: bytes) -> Any:
+    """Start a ZAP handler in ``context`` that admits only CURVE clients with ``public_key``.
+
+    Returns the authenticator; call its ``stop()`` before terminating the
+    context.  Bind listening sockets after this call: libzmq asks the
+    handler about every CURVE handshake on them.
+    """
+    from zmq.auth.thread import ThreadAuthenticator
+
+    auth = ThreadAuthenticator(context, log=logging.getLogger("timelypy.zap"))
+    auth.start()
+    auth.configure_curve_callback(domain="*", credentials_provider=_OnlyKey(public_key))
+    return auth
+
+
+class _OnlyKey:
+    """A ZAP credentials provider: admits exactly one client public key (Z85)."""
+
+    def __init__(self, public_key: bytes) -> None:
+        self.public_key = public_key
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return hmac.compare_digest(key, self.public_key)
 
 
 def run_tag(secret: bytes, run: str) -> bytes:

@@ -28,6 +28,9 @@ ROOT = SCRIPTS.parents[2]
 #: How often a wait looks again.
 POLL_SECONDS = 0.02
 
+#: The cluster secret the harness gives its processes (long enough to be accepted).
+TEST_SECRET = "cluster-test-secret-0123456789abcdef"
+
 
 def script(name: str) -> str:
     """The path of the cluster test program ``name`` (``"epochs"`` -> ``.../epochs.py``)."""
@@ -164,7 +167,7 @@ class Cluster:
         *,
         processes: int = 2,
         workers: int = 1,
-        secret: str | None = "cluster-test-secret",
+        secret: str | None = TEST_SECRET,
         env: dict[str, str] | None = None,
         hostfile: Path | None = None,
     ) -> None:
