@@ -360,3 +360,11 @@ def test_host_file_that_is_not_utf8_is_a_config_error_naming_the_line(tmp_path):
 def test_config_refuses_two_processes_at_one_address():
     with pytest.raises(ConfigError, match="processes 0 and 1 have the same address"):
         Config.cluster(1, 2, 0, ["localhost:2101", "127.0.0.1:2101"])
+
+
+def test_a_short_secret_is_refused_with_the_minimum():
+    from timelypy.communication.secret import MIN_SECRET_LENGTH, SECRET_ENV, load_secret
+
+    with pytest.raises(ConfigError, match=f"at least {MIN_SECRET_LENGTH} random characters"):
+        load_secret({SECRET_ENV: "abc"})
+    assert load_secret({SECRET_ENV: "x" * MIN_SECRET_LENGTH}) == b"x" * MIN_SECRET_LENGTH
