@@ -687,3 +687,29 @@ def test_broadcast_of_to_stream_multiplies_by_workers(workers):
         return lambda: sorted(seen)
 
     assert run_to_completion(workers, program) == [list(range(workers))] * workers
+
+
+def test_a_bad_exchange_key_names_the_exchanging_operator_only():
+    from timelypy.errors import ExchangeKeyError
+
+    def program(worker):
+        worker.dataflow(lambda scope: scope.to_stream([1, 2]).exchange(lambda x: "key").probe())
+
+    with pytest.raises(ExchangeKeyError, match=r"operator 'Exchange' \(worker") as info:
+        timelypy.execute(Config.process(2), program)
+    notes = getattr(info.value, "__notes__", [])
+    assert not any("ToStream" in note for note in notes), notes
+
+
+def test_a_raising_exchange_key_is_named_as_the_exchange_s():
+    def key(x):
+        raise KeyError("no key for this record")
+
+    def program(worker):
+        worker.dataflow(lambda scope: scope.to_stream([1, 2]).exchange(key).probe())
+
+    with pytest.raises(KeyError) as info:
+        timelypy.execute(Config.process(2), program)
+    notes = info.value.__notes__
+    assert any("exchange key function of operator 'Exchange'" in note for note in notes)
+    assert not any("ToStream" in note for note in notes), notes

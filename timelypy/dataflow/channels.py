@@ -154,16 +154,24 @@ class Exchange(Pact):
                 else:
                     for record in records:
                         appends[key(record) % peers](record)
-            except TypeError as exc:
-                bad = next((r for r in records if not isinstance(key(r), int)), None)
+            except Exception as exc:
+                bad = None
+                if isinstance(exc, TypeError):
+                    bad = next((r for r in records if not isinstance(key(r), int)), None)
                 if bad is None:
+                    # the user's key function raised: name the operator it belongs to
+                    exc.add_note(f"raised by the exchange key function of {where}")
+                    _blame(exc, operator.name, worker.index)
                     raise
-                raise ExchangeKeyError(
+                error = ExchangeKeyError(
                     f"{where}: the exchange key must return an int, but returned "
                     f"{key(bad)!r} ({type(key(bad)).__name__}) for record {bad!r}; use "
                     "timelypy.stable_hash(...) for strings (Python's hash() differs "
                     "between processes)"
-                ) from exc
+                )
+                # One name, the right one: the operator whose key it is, not its sender.
+                _blame(error, operator.name, worker.index)
+                raise error from exc
             for j, part in enumerate(parts):
                 if part:
                     pushers[j]((time, part))
@@ -172,6 +180,15 @@ class Exchange(Pact):
 
     def __repr__(self) -> str:
         return f"Exchange(key={getattr(self.key, '__name__', self.key)!r})".replace("'", "")
+
+
+def _blame(exc: BaseException, operator: str, worker: int) -> None:
+    """Mark ``exc`` as located at ``operator``: the scheduler then adds no other name."""
+    try:
+        exc.timelypy_operator = operator  # type: ignore[attr-defined]
+        exc.timelypy_worker = worker  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
 
 
 def _logged(
