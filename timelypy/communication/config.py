@@ -350,12 +350,12 @@ def parse_hostfile(path: str | Path, processes: int) -> tuple[str, ...]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
+        bad_line = raw[: exc.start].count(b"\n") + 1
         raise ConfigError(
-            f"host file {str(path)!r}, line {line}: not UTF-8 text (byte {raw[exc.start]:#04x} "
+            f"host file {str(path)!r}, line {bad_line}: not UTF-8 text (byte {raw[exc.start]:#04x} "
             "cannot be decoded); a host file holds host:port lines"
         ) from None
-    addresses = []
+    addresses: list[str] = []
     lines: dict[tuple[str, int], int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         entry = line.split("#", 1)[0].strip()
