@@ -411,3 +411,24 @@ def test_a_stalled_worker_logs_who_holds_its_dataflow(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger="timelypy"):
         timelypy.execute(Config.thread(), program)
     assert any("'Stubborn' holds capabilities" in r.getMessage() for r in caplog.records)
+
+
+def test_a_failure_next_to_a_stuck_worker_thread_is_raised_within_the_grace():
+    from timelypy.execute import STOP_GRACE_SECONDS
+
+    release = threading.Event()
+
+    def program(worker):
+        if worker.index == 0:
+            raise ValueError("worker 0 broke")
+        release.wait(60)  # a user function that does not return by itself
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(ValueError, match="worker 0 broke") as info:
+            timelypy.execute(Config.process(2), program)
+        elapsed = time.monotonic() - started
+    finally:
+        release.set()
+    assert elapsed < STOP_GRACE_SECONDS + 10, "the error waited for the stuck thread"
+    assert any("timelypy-worker-1 in program" in note for note in info.value.__notes__)

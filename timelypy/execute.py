@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import logging
 import sys
+import sysconfig
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from timelypy.communication.allocator import Allocator
@@ -55,6 +57,9 @@ PARK_SECONDS = 0.25
 STALL_WARNING_SECONDS = 30.0
 #: How long the calling thread waits for worker threads after it was interrupted.
 INTERRUPT_JOIN_SECONDS = 5.0
+#: Seconds the other worker threads get to stop once one failed; a thread still
+#: inside a user function after that is left behind (a daemon) and named.
+STOP_GRACE_SECONDS = 2.0
 
 
 def run_worker(worker: Worker, func: Callable[[Worker], R]) -> R:
@@ -231,10 +236,17 @@ def _run_threads(transport: Transport, config: Config, func: Callable[[Worker], 
     ]
     for thread in threads:
         thread.start()
+    failed_at: float | None = None
     try:
         for thread in threads:
             while thread.is_alive():
                 thread.join(0.2)
+                if failed_at is None and (
+                    transport.failure is not None or any(e is not None for e in errors)
+                ):
+                    failed_at = time.monotonic()
+                if failed_at is not None and time.monotonic() - failed_at > STOP_GRACE_SECONDS:
+                    break
     except BaseException as interrupt:
         # Ctrl-C, a test's timeout, SystemExit from a signal handler: whatever
         # stops the calling thread stops the workers too, rather than leaving
@@ -246,8 +258,32 @@ def _run_threads(transport: Transport, config: Config, func: Callable[[Worker], 
         raise
     failure = _first_failure(transport.failure, errors)
     if failure is not None:
+        stuck = [t for t in threads if t.is_alive()]
+        if stuck:
+            where = "; ".join(_doing(thread) for thread in stuck)
+            failure.add_note(
+                f"{len(stuck)} other worker thread(s) did not stop within "
+                f"{STOP_GRACE_SECONDS:g} s and were left running as daemon threads: {where}"
+            )
+            log.warning("worker thread(s) still running after a failure: %s", where)
         raise failure
     return results
+
+
+def _doing(thread: threading.Thread) -> str:
+    """``thread``'s name and the user code it is in (for a stuck worker).
+
+    The innermost frame outside the standard library and timelypy: the user
+    function that does not return (not the ``time.sleep`` it waits in).
+    """
+    frame = sys._current_frames().get(thread.ident or -1)
+    if frame is None:
+        return thread.name
+    innermost, ours = frame, (sysconfig.get_paths()["stdlib"], str(Path(__file__).parent))
+    while frame is not None and frame.f_code.co_filename.startswith(ours):
+        frame = frame.f_back
+    frame = frame or innermost
+    return f"{thread.name} in {frame.f_code.co_name} ({frame.f_code.co_filename}:{frame.f_lineno})"
 
 
 def _first_failure(
