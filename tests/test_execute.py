@@ -432,3 +432,39 @@ def test_a_failure_next_to_a_stuck_worker_thread_is_raised_within_the_grace():
         release.set()
     assert elapsed < STOP_GRACE_SECONDS + 10, "the error waited for the stuck thread"
     assert any("timelypy-worker-1 in program" in note for note in info.value.__notes__)
+
+
+def test_unread_input_is_reported_as_a_stall(monkeypatch, caplog):
+    execute_module = importlib.import_module("timelypy.execute")
+    monkeypatch.setattr(execute_module, "STALL_WARNING_SECONDS", 0.2)
+    reported = threading.Event()
+
+    class Reported(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "made no progress" in record.getMessage():
+                reported.set()
+
+    def program(worker: Worker) -> None:
+        def constructor(cap: Any, info: Any) -> Any:
+            def logic(inp: Any, out: Any) -> None:
+                if reported.is_set():  # reads its input only once the stall was reported
+                    for _ in inp:
+                        pass
+                else:
+                    info.activate()
+
+            return logic
+
+        worker.dataflow(
+            lambda scope: scope.to_stream([1, 2]).unary(Pipeline(), "Deaf", constructor).probe()
+        )
+
+    handler = Reported()
+    logging.getLogger("timelypy").addHandler(handler)
+    try:
+        with caplog.at_level(logging.WARNING, logger="timelypy"):
+            timelypy.execute(Config.thread(), program)
+    finally:
+        logging.getLogger("timelypy").removeHandler(handler)
+    warning = next(r.getMessage() for r in caplog.records if "made no progress" in r.getMessage())
+    assert "messages at [0] are in flight to 'Deaf' input 0" in warning

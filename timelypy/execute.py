@@ -71,6 +71,10 @@ def run_worker(worker: Worker, func: Callable[[Worker], R]) -> R:
     result = func(worker)
     worker.close_inputs()
     warned_at = 0.0
+    # Every STALL_WARNING_SECONDS, what holds the dataflows; the same twice in a row
+    # while operators keep running is a stall too (an operator that never reads its input).
+    next_sample = time.monotonic() + STALL_WARNING_SECONDS
+    sampled: list[str] | None = None
     while worker.step_or_park(PARK_SECONDS):
         idle = worker.idle_seconds()
         if idle >= STALL_WARNING_SECONDS and idle - warned_at >= STALL_WARNING_SECONDS:
@@ -85,6 +89,21 @@ def run_worker(worker: Worker, func: Callable[[Worker], R]) -> R:
             )
         elif idle < warned_at:
             warned_at = 0.0
+        now = time.monotonic()
+        if now >= next_sample:
+            next_sample = now + STALL_WARNING_SECONDS
+            holding = worker.holders()
+            if holding and holding == sampled and idle < STALL_WARNING_SECONDS:
+                log.warning(
+                    "worker %d: its dataflows made no progress in %.0f s although operators "
+                    "keep running: %s. Messages in flight to an input that are never read "
+                    "(an operator that does not drain its input) hold the frontier as a "
+                    "retained capability does.",
+                    worker.index,
+                    STALL_WARNING_SECONDS,
+                    "; ".join(holding),
+                )
+            sampled = holding
     return result
 
 
