@@ -21,8 +21,13 @@ parser as a program's Timely options
 process its own.  A usage error exits with 2.
 
 If a process fails, the others stop too (they detect it themselves within
-seconds; the launcher terminates any that linger) and the launcher exits
-with the failed process's exit code.  It exits 0 when every process did.
+seconds; the launcher terminates any that linger, after
+:data:`GRACE_SECONDS`) and the launcher exits with the failed process's exit
+code.  A process killed by a signal (``kill -9``, the OOM killer) may die
+before its peers ever met it, and they would only notice after their
+connect timeout: the launcher says which process died of which signal and
+stops the others after :data:`KILLED_GRACE_SECONDS`.  It exits 0 when every
+process did.
 """
 
 from __future__ import annotations
@@ -44,10 +49,20 @@ from timelypy.communication.config import Config, free_ports, parse_arguments
 from timelypy.communication.secret import SECRET_ENV, SECRET_FILE_ENV
 from timelypy.errors import ConfigError
 
-__all__ = ["main", "free_ports", "parse_launch_args", "LaunchOptions", "USAGE"]
+__all__ = [
+    "main",
+    "free_ports",
+    "parse_launch_args",
+    "LaunchOptions",
+    "USAGE",
+    "GRACE_SECONDS",
+    "KILLED_GRACE_SECONDS",
+]
 
 #: Seconds the other processes get to stop by themselves after one fails.
 GRACE_SECONDS = 10.0
+#: The same after one was killed by a signal (it may never have met its peers).
+KILLED_GRACE_SECONDS = 2.0
 
 
 def _relay(stream: IO[bytes], prefix: bytes, out: IO[bytes], lock: threading.Lock) -> None:
@@ -212,16 +227,26 @@ def _run(options: LaunchOptions, hostfile: str, env: dict[str, str]) -> int:
 def _wait(children: list[subprocess.Popen[bytes]]) -> int:
     failed_at: float | None = None
     first_failure = 0
+    grace = GRACE_SECONDS
     while True:
         running = [c for c in children if c.poll() is None]
-        for child in children:
+        for index, child in enumerate(children):
             code = child.returncode
             if code not in (None, 0) and first_failure == 0:
                 first_failure = code if code > 0 else 128 - code
                 failed_at = time.monotonic()
+                if code < 0:
+                    grace = KILLED_GRACE_SECONDS
+                    if running:
+                        print(
+                            f"timelypy.launch: process {index} was killed by "
+                            f"{_signal_name(-code)}; stopping the other processes",
+                            file=sys.stderr,
+                            flush=True,
+                        )
         if not running:
             return first_failure
-        if failed_at is not None and time.monotonic() - failed_at > GRACE_SECONDS:
+        if failed_at is not None and time.monotonic() - failed_at > grace:
             for child in running:
                 child.terminate()
             deadline = time.monotonic() + 5
@@ -232,6 +257,13 @@ def _wait(children: list[subprocess.Popen[bytes]]) -> int:
                     child.kill()
             return first_failure
         time.sleep(0.05)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 if __name__ == "__main__":

@@ -275,3 +275,14 @@ def test_launcher_help_prints_the_usage(capsys: pytest.CaptureFixture[str]) -> N
     out = capsys.readouterr().out
     assert out.strip() == USAGE
     assert "-h, --hostfile" in out and "default 2" in out
+
+
+def test_a_process_killed_before_it_met_its_peers_stops_the_run_quickly(tmp_path: Path) -> None:
+    # Process 1 dies of SIGKILL before connecting: process 0 would wait for its connect
+    # timeout (30 s); the launcher names the dead process and stops it much sooner.
+    started = time.monotonic()
+    result, _marker = _echo(tmp_path, "prekill=1")
+    elapsed = time.monotonic() - started
+    assert result.returncode == 128 + signal.SIGKILL, result.stdout + result.stderr
+    assert "process 1 was killed by SIGKILL" in result.stderr
+    assert elapsed < GRACE_SECONDS, elapsed

@@ -12,7 +12,8 @@ Each process prints (flushed)::
 
 and ``process P says hello on stderr`` on stderr.  Free arguments
 ``exit=P:C`` make process ``P`` exit with code ``C`` once the computation is
-complete, and ``kill=P`` makes process ``P`` kill itself with ``SIGKILL`` then.
+complete, and ``kill=P`` makes process ``P`` kill itself with ``SIGKILL`` then;
+``prekill=P`` makes it do so before it connects to its peers.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def main(argv: list[str]) -> None:
     print(f"process {p} address={config.resolved_addresses()[p]}", flush=True)
     print(f"process {p} secret={fingerprint}", flush=True)
     print(f"process {p} says hello on stderr", file=sys.stderr, flush=True)
+    if f"prekill={p}" in free:
+        os.kill(os.getpid(), signal.SIGKILL)
     results = timelypy.execute_from_args(argv, program)
     print(f"process {p} sum={sum(results)}", flush=True)
     for word in free:
