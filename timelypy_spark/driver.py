@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
 import secrets
 import time
 import uuid
@@ -50,6 +51,7 @@ __all__ = [
     "TaskLostError",
     "AttemptService",
     "check_slots",
+    "executor_cause",
     "spark_context",
     "driver_host",
 ]
@@ -396,7 +398,13 @@ def _original(index: int, body: Any) -> BaseException:
 
 
 def _first_line(error: BaseException) -> str:
-    """The informative line of a Spark error (py4j's first line only names the call)."""
+    """The informative line of a Spark error, and the executor's Python cause if it has one.
+
+    py4j's first line only names the call; a barrier stage's failure says only
+    that a task "finished unsuccessfully", while the Python exception that
+    failed it on the executor (a ``ModuleNotFoundError`` when executors lack
+    timelypy) is further down the Java message.
+    """
     java = getattr(error, "java_exception", None)
     text = str(error)
     if java is not None:
@@ -404,8 +412,45 @@ def _first_line(error: BaseException) -> str:
             text = str(java.toString())
         except Exception:  # the JVM may be gone already
             pass
+    first = type(error).__name__
     for line in text.strip().splitlines():
         line = line.strip()
         if line and not line.startswith("An error occurred while calling"):
-            return line
-    return type(error).__name__
+            first = line
+            break
+    cause = executor_cause(str(error) + "\n" + text)
+    if cause and cause not in first:
+        hint = ""
+        if "No module named 'timelypy" in cause:
+            hint = (
+                " (the executors' Python cannot import timelypy: set PYSPARK_PYTHON to a "
+                "Python that has it, or call timelypy_spark.ship_package(spark))"
+            )
+        return f"{first}; on the executor: {cause}{hint}"
+    return first
+
+
+_PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): (.*)$")
+
+
+def executor_cause(text: str) -> str | None:
+    r"""The last ``SomeError: message`` line of the Python traceback inside a Spark error.
+
+    >>> executor_cause("Stage failed ...\norg.apache.spark.api.python.PythonException: "
+    ...                "Traceback (most recent call last):\n  File \"x\", line 1\n"
+    ...                "ModuleNotFoundError: No module named 'timelypy'\n\tat org.apache")
+    "ModuleNotFoundError: No module named 'timelypy'"
+    """
+    found = None
+    in_traceback = False
+    for line in text.splitlines():
+        if "Traceback (most recent call last)" in line:
+            in_traceback = True
+            continue
+        if in_traceback:
+            match = _PYTHON_ERROR.match(line.strip())
+            if match and not match.group(1).startswith(("org.", "java.", "scala.")):
+                found = line.strip()
+            if line.startswith("\tat "):
+                in_traceback = False
+    return found

@@ -135,3 +135,21 @@ def test_ship_package_to_executors_without_timelypy(tmp_path):
     data = run_job(tmp_path, "local[2]", "--ship", env={"PYSPARK_PYTHON": str(python)})
     # The executors imported the shipped archive, not an installed package.
     assert all("timelypy.zip" in origin for origin, _ in data["origins"]), data["origins"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_executors_without_timelypy_show_their_import_error(tmp_path):
+    # A user's own session, executors on a Python without timelypy, nothing shipped: the
+    # error must carry the executor's ModuleNotFoundError, not only "finished unsuccessfully".
+    python = bare_python(tmp_path)
+    paths, _ = corpus(tmp_path)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--master", "local[2]", "--workers", "2",
+         str(tmp_path / "result.json"), *paths],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=str(python)),
+    )
+    assert result.returncode != 0
+    assert "on the executor: ModuleNotFoundError: No module named 'timelypy" in result.stderr
+    assert "ship_package" in result.stderr
