@@ -148,8 +148,11 @@ def initialize_from(
 ) -> list[R]:
     """Run ``func`` on a worker around each of ``transport``'s allocators; return the results.
 
-    Each worker is ``Worker(allocator, config)``; one runs in the calling
-    thread, several run as threads.  After ``func(worker)`` returns, the
+    Each worker is ``Worker(allocator, config)``; a lone worker of a
+    single process runs in the calling thread, otherwise every worker runs
+    in a thread of its own, so that the calling thread can raise a failure
+    even while a worker is stuck in a user function (after
+    :data:`STOP_GRACE_SECONDS`).  After ``func(worker)`` returns, the
     worker's open inputs are closed and it steps until its dataflows
     complete (:func:`run_worker`).  The transport's lifecycle frames the
     run: :meth:`~Transport.start` first, :meth:`~Transport.finish` once every
@@ -173,7 +176,7 @@ def initialize_from(
     allocators = transport.allocators
     try:
         transport.start()
-        if len(allocators) == 1:
+        if len(allocators) == 1 and config.processes == 1:
             results = [_run_here(allocators[0], config, func)]
         else:
             results = _run_threads(transport, config, func)

@@ -286,3 +286,16 @@ def test_a_process_killed_before_it_met_its_peers_stops_the_run_quickly(tmp_path
     assert result.returncode == 128 + signal.SIGKILL, result.stdout + result.stderr
     assert "process 1 was killed by SIGKILL" in result.stderr
     assert elapsed < GRACE_SECONDS, elapsed
+
+
+def test_a_process_stuck_in_user_code_ends_by_itself_with_its_peer_s_error(tmp_path: Path) -> None:
+    # Process 0's worker raises; process 1's is stuck in a function that never returns.
+    # Process 1 must not wait for the launcher: it raises within its grace, naming both.
+    started = time.monotonic()
+    result, _marker = _echo(tmp_path, "fail=0", "block=1")
+    elapsed = time.monotonic() - started
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "[0] ValueError: worker 0 failed on purpose" in result.stderr
+    assert "[1] timelypy.errors.ClusterError" in result.stderr, result.stderr
+    assert "did not stop within" in result.stderr and "in program" in result.stderr
+    assert "was killed" not in result.stderr and elapsed < GRACE_SECONDS

@@ -13,7 +13,8 @@ Each process prints (flushed)::
 and ``process P says hello on stderr`` on stderr.  Free arguments
 ``exit=P:C`` make process ``P`` exit with code ``C`` once the computation is
 complete, and ``kill=P`` makes process ``P`` kill itself with ``SIGKILL`` then;
-``prekill=P`` makes it do so before it connects to its peers.
+``prekill=P`` makes it do so before it connects to its peers; ``fail=W``
+makes worker ``W`` raise in its program, ``block=W`` makes it block forever.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import hashlib
 import os
 import signal
 import sys
+import threading
 
 import timelypy
 from timelypy.communication.secret import SECRET_ENV
@@ -35,6 +37,10 @@ def program(worker: timelypy.Worker) -> int:
         nonlocal total
         total += value
 
+    if f"fail={worker.index}" in sys.argv:
+        raise ValueError(f"worker {worker.index} failed on purpose")
+    if f"block={worker.index}" in sys.argv:
+        threading.Event().wait()  # a user function that never returns
     values = range(100) if worker.index == 0 else range(0)
     worker.dataflow(lambda scope: scope.to_stream(values).exchange(lambda x: x).inspect(add))
     worker.step_while(worker.has_dataflows, 0.05)
