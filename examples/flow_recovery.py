@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from timelypy.errors import RecoveryError
 from timelypy.flow import Dataflow, ManualOutputConfig, run_cluster
 from timelypy.flow.inputs import AdvanceTo, Emit, ManualInputConfig
 from timelypy.recovery import RecoveryConfig, RecoveryStore
@@ -117,6 +118,14 @@ def written(out: Path) -> dict[int, dict[str, int]]:
     }
 
 
+def _resume_epoch(store: Path) -> int:
+    """The store's resume epoch, or -1 while the child is still creating the store."""
+    try:
+        return RecoveryStore(store).resume_epoch()
+    except RecoveryError:
+        return -1
+
+
 def demo(root: Path) -> bool:
     """Start, kill, resume; return whether the output is the failure-free one."""
     store, out = root / "store", root / "out"
@@ -126,7 +135,7 @@ def demo(root: Path) -> bool:
         while True:
             if child.poll() is not None:
                 raise SystemExit(f"the first execution ended by itself ({child.returncode})")
-            if (store / "part-0.sqlite3").exists() and RecoveryStore(store).resume_epoch() >= 5:
+            if _resume_epoch(store) >= 5:
                 break
             time.sleep(0.05)
         os.kill(child.pid, signal.SIGKILL)

@@ -56,7 +56,9 @@ _US = datetime.timedelta(microseconds=1)
 #   [1] accumulators by window id
 #   [2] sessions: window id -> [open, close] (session windower only, else None)
 #   [3] the next session id
-_CLOCK, _ACCS, _SESSIONS, _NEXT = 0, 1, 2, 3
+#   [4] the watermark at which its first open window closes (inf: none open; None: to
+#       recompute), so that a batch checks each key it touched with one comparison
+_CLOCK, _ACCS, _SESSIONS, _NEXT, _CLOSES = 0, 1, 2, 3, 4
 
 
 class _Windows:
@@ -135,6 +137,8 @@ def window_step(
         else 0
     )
     session = windows.session
+    tumbling = not session and windows.offset == windows.length
+    start, length, offset = windows.start, windows.length, windows.offset
     ids, due, next_close, bounds = windows.ids, windows.due, windows.next_close, windows.bounds
     gap = windows.gap
     where = f"step {step_id!r}"
@@ -150,9 +154,17 @@ def window_step(
         base, seen_at = clock_state
         return base + (now - seen_at)
 
+    def closes_at(key_state: list[Any]) -> float:
+        """The key's cached next close watermark (recomputed when stale)."""
+        closes = key_state[_CLOSES]
+        if closes is None:
+            closes = key_state[_CLOSES] = next_close(key_state)
+        result: float = closes
+        return result
+
     def system_deadline(key_state: list[Any], now: int) -> float:
         """The system time at which the key's first open window closes."""
-        close = next_close(key_state)
+        close = closes_at(key_state)
         if close == _NEVER:
             return _NEVER
         if not event:
@@ -184,10 +196,23 @@ def window_step(
 
     def insert(key_state: list[Any], t: int, value: Any) -> None:
         accs = key_state[_ACCS]
+        if tumbling:
+            w = (t - start) // length
+            accs[w] = add(accs.get(w, NO_ACC), value)
+            end = start + w * length + length
+            closes = key_state[_CLOSES]
+            if closes is not None and end < closes:
+                key_state[_CLOSES] = end
+            return
         if not session:
+            closes = key_state[_CLOSES]
             for w in ids(t):
                 accs[w] = add(accs.get(w, NO_ACC), value)
+                end = start + w * offset + length
+                if closes is not None and end < closes:
+                    key_state[_CLOSES] = closes = end
             return
+        key_state[_CLOSES] = None  # sessions move: recompute after the batch
         sessions = key_state[_SESSIONS]
         near = [w for w, (first, last) in sessions.items() if first - gap <= t <= last + gap]
         if not near:
@@ -221,7 +246,10 @@ def window_step(
         accs[w] = add(accs[w], value)
 
     def close(key: str, key_state: list[Any], mark: float, out: list[Any]) -> None:
+        if mark < closes_at(key_state):
+            return
         closing = due(key_state, mark)
+        key_state[_CLOSES] = None  # some windows close: recompute
         if not closing:
             return
         accs = key_state[_ACCS]
@@ -267,6 +295,10 @@ def window_step(
             if scheduled.get(key, _NEVER) > deadline:
                 scheduled[key] = deadline
                 heapq.heappush(deadlines, (deadline, key))
+                if len(deadlines) > 4 * len(scheduled) + 4096:
+                    # drop the entries a later (earlier) deadline made stale
+                    deadlines[:] = [(d, k) for k, d in scheduled.items()]
+                    heapq.heapify(deadlines)
 
         def note_late(epoch: int, items: list[tuple[str, Any]]) -> None:
             state.late += len(items)
@@ -306,7 +338,9 @@ def window_step(
                     if key_state is None:
                         key_state = get(key)
                         if key_state is None:
-                            key_state = states[key] = [None, {}, {} if session else None, 0]
+                            key_state = states[key] = [
+                                None, {}, {} if session else None, 0, _NEVER
+                            ]
                         touched[key] = key_state
                     if times is None:
                         insert(key_state, now, value)
@@ -348,6 +382,8 @@ def window_step(
         # that resumes past a window's end closes it at once, seed 003).
         started = now_us()
         for key, key_state in states.items():
+            if len(key_state) < 5:
+                key_state.append(None)  # a snapshot without the cached close
             schedule(key, key_state, started)
         if deadlines:
             info.activate()

@@ -137,8 +137,12 @@ def create_store(directory: str | os.PathLike[str], partitions: int) -> Recovery
             "open it instead, or create the new store in an empty directory"
         )
     store_id = uuid.uuid4().hex
+    # Each partition is made under a temporary name and renamed into place, partition 0
+    # last: a process opening the store meanwhile never sees a half-made partition.
+    made = []
     for index, path in enumerate(partition_paths(root, partitions)):
-        conn = _connect(path)
+        making = path.with_name(f".{path.name}.{store_id}.tmp")
+        conn = _connect(making)
         try:
             conn.executescript(_SCHEMA + _OUTPUTS + (_LEDGER if index == 0 else ""))
             conn.executemany(
@@ -150,8 +154,22 @@ def create_store(directory: str | os.PathLike[str], partitions: int) -> Recovery
                     ("partitions", str(partitions)),
                 ],
             )
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             conn.close()
+        made.append((making, path))
+    try:
+        for making, path in reversed(made):
+            try:
+                os.link(making, path)  # never replaces: a concurrent creator's file wins
+            except FileExistsError:
+                raise RecoveryError(
+                    f"{root} already holds a recovery store (another process created it "
+                    "at the same time); open it instead"
+                ) from None
+    finally:
+        for making, _ in made:
+            making.unlink(missing_ok=True)
     return RecoveryStore(root)
 
 

@@ -14,7 +14,8 @@ and ``process P says hello on stderr`` on stderr.  Free arguments
 ``exit=P:C`` make process ``P`` exit with code ``C`` once the computation is
 complete, and ``kill=P`` makes process ``P`` kill itself with ``SIGKILL`` then;
 ``prekill=P`` makes it do so before it connects to its peers; ``fail=W``
-makes worker ``W`` raise in its program, ``block=W`` makes it block forever.
+makes worker ``W`` raise in its program (after a second), ``block=W`` makes it
+block forever.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 import timelypy
 from timelypy.communication.secret import SECRET_ENV
@@ -38,6 +40,7 @@ def program(worker: timelypy.Worker) -> int:
         total += value
 
     if f"fail={worker.index}" in sys.argv:
+        time.sleep(1.0)  # the other processes are connected (and blocked) by then
         raise ValueError(f"worker {worker.index} failed on purpose")
     if f"block={worker.index}" in sys.argv:
         threading.Event().wait()  # a user function that never returns
