@@ -296,6 +296,7 @@ class Dataflow:
         finish: Callable[[Any], Any],
         late: Callable[[int, Any], Any] | None,
         window_meta: bool,
+        fold: tuple[Callable[[], Any], Callable[[Any, Any], Any]] | None = None,
     ) -> None:
         _check_name(step_id, operator)
         for what, func in logic.items():
@@ -305,7 +306,8 @@ class Dataflow:
             _check_callable(late, "late output (epoch, (key, value))", operator, step_id)
         check_configs(step_id, clock_config, window_config)
         spec = WindowSpec(
-            operator, clock_config, window_config, add, merge, finish, late, bool(window_meta)
+            operator, clock_config, window_config, add, merge, finish, late, bool(window_meta),
+            fold,
         )
         self._add(operator, step_id, options=spec)
 
@@ -338,7 +340,7 @@ class Dataflow:
         self._window(
             "fold_window", step_id, clock_config, window_config,
             {"builder": builder, "folder": folder, "merger": merger},
-            add, merger, _identity, late, window_meta,
+            add, merger, _identity, late, window_meta, (builder, folder),
         )
 
     def reduce_window(

@@ -120,6 +120,14 @@ class _Windows:
         return sorted(w for w in accs if start + w * offset + length <= watermark)
 
 
+def _no_builder() -> Any:
+    raise AssertionError("only fold_window's steps have a builder")
+
+
+def _no_time(value: Any) -> Any:
+    raise AssertionError("only an event clock reads times from values")
+
+
 def window_step(
     stream: Stream[Any], step_id: str, spec: WindowSpec, state: StepState
 ) -> Stream[Any]:
@@ -127,10 +135,17 @@ def window_step(
     clock, windows = spec.clock, _Windows(spec.windower)
     states = state.states
     add, merge, finish = spec.add, spec.merge, spec.finish
+    # fold_window's builder and folder, called directly (one call per value, not two)
+    builder: Callable[[], Any] = _no_builder
+    fold: Callable[[Any, Any], Any] | None = None
+    if spec.fold is not None:
+        builder, fold = spec.fold
     late_out, window_meta = spec.late, spec.window_meta
     now_us = clock.now_micros()
     event = isinstance(clock, EventClockConfig)
-    dt_getter = clock.dt_getter if isinstance(clock, EventClockConfig) else None
+    dt_getter: Callable[[Any], Any] = (
+        clock.dt_getter if isinstance(clock, EventClockConfig) else _no_time
+    )
     wait = (
         span_micros(clock.wait_for_system_duration, "wait", zero_ok=True)
         if isinstance(clock, EventClockConfig)
@@ -177,28 +192,15 @@ def window_step(
         base, seen_at = clock_state
         return seen_at + (close - base)
 
-    def times_of(key_values: list[Any], epoch: int, worker: int) -> list[int]:
-        assert dt_getter is not None
-        value: Any = None
-        try:
-            out = []
-            for _, value in key_values:
-                at = dt_getter(value)
-                if type(at) is not datetime.datetime or at.tzinfo is None:
-                    micros(at, f"dt_getter({value!r})")  # raises the clear error
-                out.append((at - UTC_EPOCH) // _US)
-            return out
-        except FlowError as exc:
-            raise FlowError(f"{where} on worker {worker}, epoch {epoch}: {exc}") from None
-        except Exception as exc:
-            exc.add_note(f"in {where}: dt_getter raised on {value!r} at epoch {epoch}")
-            raise
-
     def insert(key_state: list[Any], t: int, value: Any) -> None:
         accs = key_state[_ACCS]
         if tumbling:
             w = (t - start) // length
-            accs[w] = add(accs.get(w, NO_ACC), value)
+            if fold is not None:
+                acc = accs.get(w, NO_ACC)
+                accs[w] = fold(builder() if acc is NO_ACC else acc, value)
+            else:
+                accs[w] = add(accs.get(w, NO_ACC), value)
             end = start + w * length + length
             closes = key_state[_CLOSES]
             if closes is not None and end < closes:
@@ -212,9 +214,20 @@ def window_step(
                 if closes is not None and end < closes:
                     key_state[_CLOSES] = closes = end
             return
-        key_state[_CLOSES] = None  # sessions move: recompute after the batch
         sessions = key_state[_SESSIONS]
-        near = [w for w, (first, last) in sessions.items() if first - gap <= t <= last + gap]
+        if len(sessions) == 1:
+            # the common case: the key's one open session, extended in place
+            ((w, span),) = sessions.items()
+            if span[0] - gap <= t <= span[1] + gap:
+                if t < span[0]:
+                    span[0] = t
+                elif t > span[1]:
+                    span[1] = t
+                accs[w] = fold(accs[w], value) if fold is not None else add(accs[w], value)
+                key_state[_CLOSES] = span[1] + gap + 1
+                return
+        key_state[_CLOSES] = None  # sessions move: recompute after the batch
+        near = [w for w, span in sessions.items() if span[0] - gap <= t <= span[1] + gap]
         if not near:
             w = key_state[_NEXT]
             key_state[_NEXT] = w + 1
@@ -243,7 +256,7 @@ def window_step(
             span[0] = t
         elif t > span[1]:
             span[1] = t
-        accs[w] = add(accs[w], value)
+        accs[w] = fold(accs[w], value) if fold is not None else add(accs[w], value)
 
     def close(key: str, key_state: list[Any], mark: float, out: list[Any]) -> None:
         if mark < closes_at(key_state):
@@ -327,13 +340,14 @@ def window_step(
             if epoch > latest[0]:
                 latest[0] = epoch
             now = now_us()
-            times = times_of(items, epoch, worker) if event else None
             touched: dict[str, list[Any]] = {}
             late_items: list[tuple[str, Any]] = []
             get = states.get
             key: Any = None
+            value: Any = None
+            reading = False
             try:
-                for i, (key, value) in enumerate(items):
+                for key, value in items:
                     key_state = touched.get(key)
                     if key_state is None:
                         key_state = get(key)
@@ -342,10 +356,20 @@ def window_step(
                                 None, {}, {} if session else None, 0, _NEVER
                             ]
                         touched[key] = key_state
-                    if times is None:
+                    if not event:
                         insert(key_state, now, value)
                         continue
-                    t = times[i]
+                    reading = True
+                    at = dt_getter(value)
+                    reading = False
+                    if type(at) is not datetime.datetime or at.tzinfo is None:
+                        try:
+                            micros(at, f"dt_getter({value!r})")  # raises the clear error
+                        except FlowError as exc:
+                            raise FlowError(
+                                f"{where} on worker {worker}, epoch {epoch}: {exc}"
+                            ) from None
+                    t = (at - UTC_EPOCH) // _US
                     clock_state = key_state[_CLOCK]
                     candidate = t - wait
                     if clock_state is None:
@@ -358,19 +382,69 @@ def window_step(
                             mark = candidate
                     if t < mark:
                         late_items.append((key, value))
+                    elif tumbling:
+                        # insert() inlined for the commonest windower: one window per time
+                        w = (t - start) // length
+                        accs = key_state[_ACCS]
+                        if fold is not None:
+                            acc = accs.get(w, NO_ACC)
+                            accs[w] = fold(builder() if acc is NO_ACC else acc, value)
+                        else:
+                            accs[w] = add(accs.get(w, NO_ACC), value)
+                        end = start + w * length + length
+                        closes = key_state[_CLOSES]
+                        if closes is not None and end < closes:
+                            key_state[_CLOSES] = end
+                    elif not session:
+                        # sliding: every window containing t, inlined like tumbling's
+                        since = t - start
+                        accs = key_state[_ACCS]
+                        closes = key_state[_CLOSES]
+                        for w in range((since - length) // offset + 1, since // offset + 1):
+                            if fold is not None:
+                                acc = accs.get(w, NO_ACC)
+                                accs[w] = fold(builder() if acc is NO_ACC else acc, value)
+                            else:
+                                accs[w] = add(accs.get(w, NO_ACC), value)
+                            end = start + w * offset + length
+                            if closes is not None and end < closes:
+                                key_state[_CLOSES] = closes = end
                     else:
                         insert(key_state, t, value)
             except FlowError:
                 raise
             except Exception as exc:
-                exc.add_note(f"in {where}: raised on key {key!r} at epoch {epoch}")
+                if reading:
+                    exc.add_note(f"in {where}: dt_getter raised on {value!r} at epoch {epoch}")
+                else:
+                    exc.add_note(f"in {where}: raised on key {key!r} at epoch {epoch}")
                 raise
             if late_items:
                 note_late(epoch, late_items)
             out: list[Any] = []
+            # Per key touched: one comparison unless a window is due (schedule() inlined).
+            scheduled_get, push = scheduled.get, heapq.heappush
             for key, key_state in touched.items():
-                close(key, key_state, watermark(key_state, now), out)
-                schedule(key, key_state, now)
+                closes = key_state[_CLOSES]
+                if closes is None:
+                    closes = key_state[_CLOSES] = next_close(key_state)
+                clock_state = key_state[_CLOCK]
+                if event:
+                    mark = clock_state[0] + (now - clock_state[1])
+                else:
+                    mark = now
+                if mark >= closes:
+                    close(key, key_state, mark, out)
+                    closes = closes_at(key_state)
+                if closes == _NEVER:
+                    continue
+                deadline = clock_state[1] + (closes - clock_state[0]) if event else closes
+                if scheduled_get(key, _NEVER) > deadline:
+                    scheduled[key] = deadline
+                    push(deadlines, (deadline, key))
+            if len(deadlines) > 4 * len(scheduled) + 4096:
+                deadlines[:] = [(d, k) for k, d in scheduled.items()]
+                heapq.heapify(deadlines)
             state.touch_keys(epoch, touched)
             if out:
                 output.give_batch(cap, out)
