@@ -116,8 +116,11 @@ class _Windows:
             closing = [w for w, (_, last) in sessions.items() if last < limit]
             closing.sort(key=lambda w: (sessions[w][1], w))
             return closing
-        start, offset, length = self.start, self.offset, self.length
-        return sorted(w for w in accs if start + w * offset + length <= watermark)
+        # window w ends at start + w * offset + length <= watermark
+        if watermark == _NEVER:
+            return sorted(accs)
+        last = (int(watermark) - self.start - self.length) // self.offset
+        return sorted(w for w in accs if w <= last)
 
 
 def _no_builder() -> Any:
@@ -258,6 +261,8 @@ def window_step(
             span[1] = t
         accs[w] = fold(accs[w], value) if fold is not None else add(accs[w], value)
 
+    metas: dict[int, WindowMetadata] = {}
+
     def close(key: str, key_state: list[Any], mark: float, out: list[Any]) -> None:
         if mark < closes_at(key_state):
             return
@@ -275,8 +280,15 @@ def window_step(
                 exc.add_note(f"in {where}: finishing the window of key {key!r} raised")
                 raise
             if window_meta:
-                first, last = bounds(key_state, w)
-                meta = WindowMetadata(from_micros(first), from_micros(last))
+                meta = None if session else metas.get(w)
+                if meta is None:
+                    first, last = bounds(key_state, w)
+                    meta = WindowMetadata(from_micros(first), from_micros(last))
+                    if not session:
+                        # every key closes the same windows: make each one's metadata once
+                        if len(metas) >= 4096:
+                            metas.clear()
+                        metas[w] = meta
                 out.append((key, (meta, result)))
             else:
                 out.append((key, result))
