@@ -422,6 +422,33 @@ def window_step(
                             if closes is not None and end < closes:
                                 key_state[_CLOSES] = closes = end
                     else:
+                        sessions = key_state[_SESSIONS]
+                        count = len(sessions)
+                        if count == 1:
+                            # sessions' common case inlined: the key's one open session
+                            ((w, span),) = sessions.items()
+                            if span[0] - gap <= t <= span[1] + gap:
+                                if t < span[0]:
+                                    span[0] = t
+                                elif t > span[1]:
+                                    span[1] = t
+                                accs = key_state[_ACCS]
+                                accs[w] = (
+                                    fold(accs[w], value) if fold is not None
+                                    else add(accs[w], value)
+                                )
+                                key_state[_CLOSES] = span[1] + gap + 1
+                                continue
+                        elif count == 0:
+                            w = key_state[_NEXT]
+                            key_state[_NEXT] = w + 1
+                            sessions[w] = [t, t]
+                            key_state[_ACCS][w] = (
+                                fold(builder(), value) if fold is not None
+                                else add(NO_ACC, value)
+                            )
+                            key_state[_CLOSES] = t + gap + 1
+                            continue
                         insert(key_state, t, value)
             except FlowError:
                 raise
