@@ -36,6 +36,9 @@ __all__ = [
     "measure_interleaved",
     "format_table",
     "print_table",
+    "peer_parser",
+    "peer_run",
+    "PeerRun",
     "fmt_seconds",
     "fmt_rate",
     "fmt_ratio",
@@ -262,3 +265,55 @@ def bytewax_available(wanted: bool, logger: logging.Logger) -> bool:
         )
         return False
     return wanted
+
+
+@dataclass(frozen=True)
+class PeerRun:
+    """The common settings of a peer benchmark's command line (see :func:`peer_parser`)."""
+
+    bytewax: bool
+    scale: int
+    repeat: int
+    size: str
+
+
+def peer_parser(
+    module: str,
+    doc: str,
+    quick_help: str,
+    choice: str,
+    choices: Sequence[str],
+    profile_help: str,
+) -> Any:
+    """An ``argparse`` parser with the options every peer benchmark takes.
+
+    ``--quick`` (``quick_help``), ``--repeat``, ``--markdown``, ``--no-bytewax``,
+    ``--CHOICE`` (repeatable, one of ``choices``), ``--profile``, ``--top``
+    and the hidden ``--scale``; add the benchmark's own options to it.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--repeat", type=int, default=None, help="timed rounds (5; 3 quick)")
+    parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    parser.add_argument("--no-bytewax", action="store_true", help="skip the bytewax peers")
+    parser.add_argument(
+        f"--{choice}", choices=list(choices), action="append", help="run only this (repeatable)"
+    )
+    parser.add_argument("--profile", action="store_true", help=profile_help)
+    parser.add_argument("--top", type=int, default=15, help="functions per profile (%(default)s)")
+    parser.add_argument("--scale", type=int, default=None, help=argparse.SUPPRESS)
+    return parser
+
+
+def peer_run(parser: Any, args: Any, logger: logging.Logger) -> PeerRun:
+    """Check ``args`` of a :func:`peer_parser` parser; start progress notes; the settings."""
+    if args.repeat is not None and args.repeat < 1:
+        parser.error("--repeat must be >= 1")
+    log_progress()
+    bytewax = bytewax_available(not args.no_bytewax and not args.profile, logger)
+    scale = args.scale or (10 if args.quick else 1)
+    repeat = args.repeat or (3 if args.quick else 5)
+    return PeerRun(bytewax, scale, repeat, "full size" if scale == 1 else f"1/{scale} size")
+

@@ -94,7 +94,6 @@ made of many small calls.
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import gc
 import logging
@@ -115,7 +114,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _data
-from benchmarks._harness import Stats, bytewax_available, fmt_ratio, log_progress, print_table
+from benchmarks._harness import Stats, fmt_ratio, peer_parser, peer_run, print_table
 from benchmarks.peers import bytewax_peer
 from benchmarks.peers.plain import add_one
 from benchmarks.runtime_bench import Workload, machine, print_report
@@ -660,32 +659,18 @@ def print_profiles(workloads: Sequence[Workload], top: int, markdown: bool) -> N
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the flow benchmark (or profile it) and print its tables."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.flow_bench", description=__doc__.splitlines()[0]
+    parser = peer_parser(
+        "benchmarks.flow_bench", __doc__, "10x smaller inputs, 3 repeats", "workload", WORKLOADS,
+        "profile timelypy's candidates instead of timing",
     )
-    parser.add_argument("--quick", action="store_true", help="10x smaller inputs, 3 repeats")
-    parser.add_argument("--repeat", type=int, default=None, help="timed rounds (5; 3 quick)")
-    parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
-    parser.add_argument("--no-bytewax", action="store_true", help="skip the bytewax peers")
     parser.add_argument(
         "--no-cluster", action="store_true", help="skip 'timelypy 2 threads' and '2 procs'"
     )
-    parser.add_argument(
-        "--workload", choices=WORKLOADS, action="append", help="run only this (repeatable)"
-    )
-    parser.add_argument(
-        "--profile", action="store_true", help="profile timelypy's candidates instead of timing"
-    )
-    parser.add_argument("--top", type=int, default=15, help="functions per profile (%(default)s)")
-    parser.add_argument("--scale", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.repeat is not None and args.repeat < 1:
-        parser.error("--repeat must be >= 1")
-    log_progress()
-    bytewax = bytewax_available(not args.no_bytewax and not args.profile, logger)
-    scale = args.scale or (10 if args.quick else 1)
-    repeat = args.repeat or (3 if args.quick else 5)
-    size = "full size" if scale == 1 else f"1/{scale} size"
+    settings = peer_run(parser, args, logger)
+    bytewax, scale, repeat, size = (
+        settings.bytewax, settings.scale, settings.repeat, settings.size
+    )
     lines = _data.load_lines()
     lines = lines[: len(lines) // scale]
     epochs = min(EPOCHS, len(lines))

@@ -104,7 +104,6 @@ against SQLite's few long ones: without it SQLite's share is larger still.
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import gc
 import logging
@@ -125,11 +124,11 @@ from typing import Any
 from benchmarks import _data
 from benchmarks._harness import (
     Stats,
-    bytewax_available,
     fmt_rate,
     fmt_ratio,
     fmt_seconds,
-    log_progress,
+    peer_parser,
+    peer_run,
     print_table,
 )
 from benchmarks.flow_bench import (
@@ -556,32 +555,18 @@ def print_profile(w: RecoveryWorkload, root: Path, top: int, markdown: bool) -> 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the recovery benchmark (or profile it) and print its table."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.recovery_bench", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("--quick", action="store_true", help="10x smaller inputs, 3 repeats")
-    parser.add_argument("--repeat", type=int, default=None, help="timed rounds (5; 3 quick)")
-    parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
-    parser.add_argument("--no-bytewax", action="store_true", help="skip the bytewax peers")
-    parser.add_argument(
-        "--workload", choices=WORKLOADS, action="append", help="run only this (repeatable)"
+    parser = peer_parser(
+        "benchmarks.recovery_bench", __doc__, "10x smaller inputs, 3 repeats", "workload",
+        WORKLOADS, "profile 'timelypy recovery' instead of timing",
     )
     parser.add_argument(
         "--dir", type=Path, default=None, help="where the stores go (a fresh temporary directory)"
     )
-    parser.add_argument(
-        "--profile", action="store_true", help="profile 'timelypy recovery' instead of timing"
-    )
-    parser.add_argument("--top", type=int, default=15, help="functions per profile (%(default)s)")
-    parser.add_argument("--scale", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.repeat is not None and args.repeat < 1:
-        parser.error("--repeat must be >= 1")
-    log_progress()
-    bytewax = bytewax_available(not args.no_bytewax and not args.profile, logger)
-    scale = args.scale or (10 if args.quick else 1)
-    repeat = args.repeat or (3 if args.quick else 5)
-    size = "full size" if scale == 1 else f"1/{scale} size"
+    settings = peer_run(parser, args, logger)
+    bytewax, scale, repeat, size = (
+        settings.bytewax, settings.scale, settings.repeat, settings.size
+    )
     names = [name for name in WORKLOADS if name in (args.workload or WORKLOADS)]
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)

@@ -126,7 +126,6 @@ key's earliest open window; a cached next-close watermark per key in
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import random
@@ -141,7 +140,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._harness import bytewax_available, fmt_ratio, log_progress
+from benchmarks._harness import fmt_ratio, peer_parser, peer_run
 from benchmarks.flow_bench import FlowWorkload, Normalized, print_profiles
 from benchmarks.peers import bytewax_peer
 from benchmarks.runtime_bench import machine, print_report
@@ -560,29 +559,15 @@ def goal_rows(workloads: Sequence[FlowWorkload]) -> list[list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the windowing benchmark (or profile it) and print its tables."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.window_bench", description=__doc__.splitlines()[0]
+    parser = peer_parser(
+        "benchmarks.window_bench", __doc__, "100,000 events, 3 repeats", "windower", WINDOWERS,
+        "profile timelypy's candidates instead of timing",
     )
-    parser.add_argument("--quick", action="store_true", help="100,000 events, 3 repeats")
-    parser.add_argument("--repeat", type=int, default=None, help="timed rounds (5; 3 quick)")
-    parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
-    parser.add_argument("--no-bytewax", action="store_true", help="skip the bytewax peers")
-    parser.add_argument(
-        "--windower", choices=WINDOWERS, action="append", help="run only this (repeatable)"
-    )
-    parser.add_argument(
-        "--profile", action="store_true", help="profile timelypy's candidates instead of timing"
-    )
-    parser.add_argument("--top", type=int, default=15, help="functions per profile (%(default)s)")
-    parser.add_argument("--scale", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.repeat is not None and args.repeat < 1:
-        parser.error("--repeat must be >= 1")
-    log_progress()
-    bytewax = bytewax_available(not args.no_bytewax and not args.profile, logger)
-    scale = args.scale or (10 if args.quick else 1)
-    repeat = args.repeat or (3 if args.quick else 5)
-    size = "full size" if scale == 1 else f"1/{scale} size"
+    settings = peer_run(parser, args, logger)
+    bytewax, scale, repeat, size = (
+        settings.bytewax, settings.scale, settings.repeat, settings.size
+    )
     names = [name for name in WINDOWERS if name in (args.windower or WINDOWERS)]
 
     logger.info("building %s events", f"{EVENTS // scale:,}")

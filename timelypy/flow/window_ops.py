@@ -449,6 +449,30 @@ def window_step(
                             )
                             key_state[_CLOSES] = t + gap + 1
                             continue
+                        else:
+                            # several open sessions: join the one near t inline, unless t
+                            # is near none (a new session) or several (a merge: insert())
+                            found = None
+                            for w, span in sessions.items():
+                                if span[0] - gap <= t <= span[1] + gap:
+                                    if found is not None:
+                                        found = None
+                                        break
+                                    found = (w, span)
+                            else:
+                                if found is not None:
+                                    w, span = found
+                                    if t < span[0]:
+                                        span[0] = t
+                                    elif t > span[1]:
+                                        span[1] = t
+                                    accs = key_state[_ACCS]
+                                    accs[w] = (
+                                        fold(accs[w], value) if fold is not None
+                                        else add(accs[w], value)
+                                    )
+                                    key_state[_CLOSES] = None
+                                    continue
                         insert(key_state, t, value)
             except FlowError:
                 raise
