@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,16 +111,13 @@ progress_mode='eager'), ['data.txt'])
                     f"but only {len(self.addresses)} were given"
                 )
             object.__setattr__(self, "addresses", tuple(self.addresses[: self.processes]))
-            seen: dict[tuple[str, int], int] = {}
-            for index, address in enumerate(self.addresses):
-                host, port = parse_address(address)
-                endpoint = (_same_host(host), port)
-                if endpoint in seen:
-                    raise ConfigError(
-                        f"processes {seen[endpoint]} and {index} have the same address "
-                        f"{address!r}: every process needs its own host:port"
-                    )
-                seen[endpoint] = index
+            repeat = _first_repeat(enumerate(self.addresses))
+            if repeat is not None:
+                first, second, address = repeat
+                raise ConfigError(
+                    f"processes {first} and {second} have the same address {address!r}: "
+                    "every process needs its own host:port"
+                )
 
     @property
     def peers(self) -> int:
@@ -335,10 +332,21 @@ def parse_address(address: str, *, allow_any_port: bool = False) -> tuple[str, i
     return host, number
 
 
-def _same_host(host: str) -> str:
-    """``host`` in a form where the names of this machine's loopback compare equal."""
-    host = host.lower()
-    return "127.0.0.1" if host in ("localhost", "127.0.0.1", "::1") else host
+def _first_repeat(entries: Iterable[tuple[int, str]]) -> tuple[int, int, str] | None:
+    """The first ``(earlier label, label, address)`` whose address repeats an earlier one.
+
+    Addresses are compared by port and host, the names of this machine's
+    loopback (``localhost``, ``127.0.0.1``, ``::1``) counting as one host.
+    """
+    seen: dict[tuple[str, int], int] = {}
+    for label, address in entries:
+        host, port = parse_address(address)
+        host = host.lower()
+        endpoint = ("127.0.0.1" if host in ("localhost", "127.0.0.1", "::1") else host, port)
+        if endpoint in seen:
+            return seen[endpoint], label, address
+        seen[endpoint] = label
+    return None
 
 
 def parse_hostfile(path: str | Path, processes: int) -> tuple[str, ...]:
@@ -356,24 +364,24 @@ def parse_hostfile(path: str | Path, processes: int) -> tuple[str, ...]:
             "cannot be decoded); a host file holds host:port lines"
         ) from None
     addresses: list[str] = []
-    lines: dict[tuple[str, int], int] = {}
+    numbers: list[int] = []
     for number, line in enumerate(text.splitlines(), start=1):
         entry = line.split("#", 1)[0].strip()
         if not entry:
             continue
         try:
-            host, port = parse_address(entry)
+            parse_address(entry)
         except ConfigError as exc:
             raise ConfigError(f"host file {str(path)!r}, line {number}: {exc}") from None
-        if len(addresses) < processes:
-            endpoint = (_same_host(host), port)
-            if endpoint in lines:
-                raise ConfigError(
-                    f"host file {str(path)!r}, line {number}: {entry!r} repeats the address "
-                    f"of line {lines[endpoint]}; every process needs its own host:port"
-                )
-            lines[endpoint] = number
         addresses.append(entry)
+        numbers.append(number)
+    repeat = _first_repeat(zip(numbers[:processes], addresses[:processes], strict=True))
+    if repeat is not None:
+        first, second, entry = repeat
+        raise ConfigError(
+            f"host file {str(path)!r}, line {second}: {entry!r} repeats the address of line "
+            f"{first}; every process needs its own host:port"
+        )
     if len(addresses) < processes:
         raise ConfigError(
             f"host file {str(path)!r} lists {len(addresses)} address(es), but -n asks for "

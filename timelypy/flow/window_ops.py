@@ -157,7 +157,7 @@ def window_step(
     session = windows.session
     tumbling = not session and windows.offset == windows.length
     start, length, offset = windows.start, windows.length, windows.offset
-    ids, due, next_close, bounds = windows.ids, windows.due, windows.next_close, windows.bounds
+    due, next_close, bounds = windows.due, windows.next_close, windows.bounds
     gap = windows.gap
     where = f"step {step_id!r}"
 
@@ -196,39 +196,9 @@ def window_step(
         return seen_at + (close - base)
 
     def insert(key_state: list[Any], t: int, value: Any) -> None:
+        """A value at ``t`` into a key's sessions: the general case (none or several near)."""
         accs = key_state[_ACCS]
-        if tumbling:
-            w = (t - start) // length
-            if fold is not None:
-                acc = accs.get(w, NO_ACC)
-                accs[w] = fold(builder() if acc is NO_ACC else acc, value)
-            else:
-                accs[w] = add(accs.get(w, NO_ACC), value)
-            end = start + w * length + length
-            closes = key_state[_CLOSES]
-            if closes is not None and end < closes:
-                key_state[_CLOSES] = end
-            return
-        if not session:
-            closes = key_state[_CLOSES]
-            for w in ids(t):
-                accs[w] = add(accs.get(w, NO_ACC), value)
-                end = start + w * offset + length
-                if closes is not None and end < closes:
-                    key_state[_CLOSES] = closes = end
-            return
         sessions = key_state[_SESSIONS]
-        if len(sessions) == 1:
-            # the common case: the key's one open session, extended in place
-            ((w, span),) = sessions.items()
-            if span[0] - gap <= t <= span[1] + gap:
-                if t < span[0]:
-                    span[0] = t
-                elif t > span[1]:
-                    span[1] = t
-                accs[w] = fold(accs[w], value) if fold is not None else add(accs[w], value)
-                key_state[_CLOSES] = span[1] + gap + 1
-                return
         key_state[_CLOSES] = None  # sessions move: recompute after the batch
         near = [w for w, span in sessions.items() if span[0] - gap <= t <= span[1] + gap]
         if not near:
@@ -368,33 +338,34 @@ def window_step(
                                 None, {}, {} if session else None, 0, _NEVER
                             ]
                         touched[key] = key_state
-                    if not event:
-                        insert(key_state, now, value)
-                        continue
-                    reading = True
-                    at = dt_getter(value)
-                    reading = False
-                    if type(at) is not datetime.datetime or at.tzinfo is None:
-                        try:
-                            micros(at, f"dt_getter({value!r})")  # raises the clear error
-                        except FlowError as exc:
-                            raise FlowError(
-                                f"{where} on worker {worker}, epoch {epoch}: {exc}"
-                            ) from None
-                    t = (at - UTC_EPOCH) // _US
-                    clock_state = key_state[_CLOCK]
-                    candidate = t - wait
-                    if clock_state is None:
-                        key_state[_CLOCK] = [candidate, now]
-                        mark = candidate
-                    else:
-                        mark = clock_state[0] + (now - clock_state[1])
-                        if candidate > mark:
-                            clock_state[0], clock_state[1] = candidate, now
+                    if event:
+                        reading = True
+                        at = dt_getter(value)
+                        reading = False
+                        if type(at) is not datetime.datetime or at.tzinfo is None:
+                            try:
+                                micros(at, f"dt_getter({value!r})")  # raises the clear error
+                            except FlowError as exc:
+                                raise FlowError(
+                                    f"{where} on worker {worker}, epoch {epoch}: {exc}"
+                                ) from None
+                        t = (at - UTC_EPOCH) // _US
+                        clock_state = key_state[_CLOCK]
+                        candidate = t - wait
+                        if clock_state is None:
+                            key_state[_CLOCK] = [candidate, now]
                             mark = candidate
-                    if t < mark:
-                        late_items.append((key, value))
-                    elif tumbling:
+                        else:
+                            mark = clock_state[0] + (now - clock_state[1])
+                            if candidate > mark:
+                                clock_state[0], clock_state[1] = candidate, now
+                                mark = candidate
+                        if t < mark:
+                            late_items.append((key, value))
+                            continue
+                    else:
+                        t = now  # the system clock: nothing is late
+                    if tumbling:
                         # insert() inlined for the commonest windower: one window per time
                         w = (t - start) // length
                         accs = key_state[_ACCS]
