@@ -199,14 +199,17 @@ def window_step(
         """A value at ``t`` into a key's sessions: the general case (none or several near)."""
         accs = key_state[_ACCS]
         sessions = key_state[_SESSIONS]
-        key_state[_CLOSES] = None  # sessions move: recompute after the batch
         near = [w for w, span in sessions.items() if span[0] - gap <= t <= span[1] + gap]
         if not near:
             w = key_state[_NEXT]
             key_state[_NEXT] = w + 1
             sessions[w] = [t, t]
             accs[w] = add(NO_ACC, value)
+            closes = key_state[_CLOSES]
+            if closes is not None and t + gap + 1 < closes:
+                key_state[_CLOSES] = t + gap + 1
             return
+        key_state[_CLOSES] = None  # sessions grow or merge: recompute after the batch
         if len(near) > 1:
             if merge is None:
                 raise FlowError(
@@ -319,6 +322,9 @@ def window_step(
 
         def run_items(cap: Capability, items: list[Any]) -> None:
             epoch = cap.time
+            # locals, not globals, in the per-value loop; state slots by number:
+            # 0 clock, 1 accumulators, 2 sessions, 3 next session id, 4 next close
+            datetime_type, epoch_zero, one_us = datetime.datetime, UTC_EPOCH, _US
             if epoch > latest[0]:
                 latest[0] = epoch
             now = now_us()
@@ -342,18 +348,18 @@ def window_step(
                         reading = True
                         at = dt_getter(value)
                         reading = False
-                        if type(at) is not datetime.datetime or at.tzinfo is None:
+                        if type(at) is not datetime_type or at.tzinfo is None:
                             try:
                                 micros(at, f"dt_getter({value!r})")  # raises the clear error
                             except FlowError as exc:
                                 raise FlowError(
                                     f"{where} on worker {worker}, epoch {epoch}: {exc}"
                                 ) from None
-                        t = (at - UTC_EPOCH) // _US
-                        clock_state = key_state[_CLOCK]
+                        t = (at - epoch_zero) // one_us
+                        clock_state = key_state[0]
                         candidate = t - wait
                         if clock_state is None:
-                            key_state[_CLOCK] = [candidate, now]
+                            key_state[0] = [candidate, now]
                             mark = candidate
                         else:
                             mark = clock_state[0] + (now - clock_state[1])
@@ -368,21 +374,21 @@ def window_step(
                     if tumbling:
                         # insert() inlined for the commonest windower: one window per time
                         w = (t - start) // length
-                        accs = key_state[_ACCS]
+                        accs = key_state[1]
                         if fold is not None:
                             acc = accs.get(w, NO_ACC)
                             accs[w] = fold(builder() if acc is NO_ACC else acc, value)
                         else:
                             accs[w] = add(accs.get(w, NO_ACC), value)
                         end = start + w * length + length
-                        closes = key_state[_CLOSES]
+                        closes = key_state[4]
                         if closes is not None and end < closes:
-                            key_state[_CLOSES] = end
+                            key_state[4] = end
                     elif not session:
                         # sliding: every window containing t, inlined like tumbling's
                         since = t - start
-                        accs = key_state[_ACCS]
-                        closes = key_state[_CLOSES]
+                        accs = key_state[1]
+                        closes = key_state[4]
                         for w in range((since - length) // offset + 1, since // offset + 1):
                             if fold is not None:
                                 acc = accs.get(w, NO_ACC)
@@ -391,9 +397,9 @@ def window_step(
                                 accs[w] = add(accs.get(w, NO_ACC), value)
                             end = start + w * offset + length
                             if closes is not None and end < closes:
-                                key_state[_CLOSES] = closes = end
+                                key_state[4] = closes = end
                     else:
-                        sessions = key_state[_SESSIONS]
+                        sessions = key_state[2]
                         count = len(sessions)
                         if count == 1:
                             # sessions' common case inlined: the key's one open session
@@ -403,22 +409,22 @@ def window_step(
                                     span[0] = t
                                 elif t > span[1]:
                                     span[1] = t
-                                accs = key_state[_ACCS]
+                                accs = key_state[1]
                                 accs[w] = (
                                     fold(accs[w], value) if fold is not None
                                     else add(accs[w], value)
                                 )
-                                key_state[_CLOSES] = span[1] + gap + 1
+                                key_state[4] = span[1] + gap + 1
                                 continue
                         elif count == 0:
-                            w = key_state[_NEXT]
-                            key_state[_NEXT] = w + 1
+                            w = key_state[3]
+                            key_state[3] = w + 1
                             sessions[w] = [t, t]
-                            key_state[_ACCS][w] = (
+                            key_state[1][w] = (
                                 fold(builder(), value) if fold is not None
                                 else add(NO_ACC, value)
                             )
-                            key_state[_CLOSES] = t + gap + 1
+                            key_state[4] = t + gap + 1
                             continue
                         else:
                             # several open sessions: join the one near t inline, unless t
@@ -433,16 +439,18 @@ def window_step(
                             else:
                                 if found is not None:
                                     w, span = found
+                                    was = span[1] + gap + 1
                                     if t < span[0]:
                                         span[0] = t
                                     elif t > span[1]:
                                         span[1] = t
-                                    accs = key_state[_ACCS]
+                                    accs = key_state[1]
                                     accs[w] = (
                                         fold(accs[w], value) if fold is not None
                                         else add(accs[w], value)
                                     )
-                                    key_state[_CLOSES] = None
+                                    if key_state[4] == was:  # it was the first to close
+                                        key_state[4] = None
                                     continue
                         insert(key_state, t, value)
             except FlowError:
