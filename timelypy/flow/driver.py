@@ -760,21 +760,20 @@ class Recovery:
         An :class:`~timelypy.recovery.AttachedExecution` was begun already
         (by the Spark driver): the worker joins it as it is.
         """
+        store: Any
         if isinstance(config, AttachedExecution):
-            recovery = cls(worker, config.store, config.execution, config.commit_interval)
-            stack.callback(recovery.writer.close)
-            return recovery
-        store: RecoveryStore | None = None
-        begun = None
-        if worker.index == 0:
-            store = config.store()
-            stack.enter_context(store.running())
-            execution = store.begin_execution(worker.peers)
-            begun = (execution.ex_num, execution.resume_epoch)
-        ex_num, resume = broadcast_from_first(worker, begun, "the execution")
-        if store is None:
-            store = RecoveryStore(config.db_dir)
-        execution = Execution(ex_num, resume, worker.peers)
+            store, execution = config.store, config.execution
+        else:
+            store, begun = None, None
+            if worker.index == 0:
+                store = config.store()
+                stack.enter_context(store.running())
+                begun_here = store.begin_execution(worker.peers)
+                begun = (begun_here.ex_num, begun_here.resume_epoch)
+            ex_num, resume = broadcast_from_first(worker, begun, "the execution")
+            if store is None:
+                store = RecoveryStore(config.db_dir)
+            execution = Execution(ex_num, resume, worker.peers)
         recovery = cls(worker, store, execution, config.commit_interval)
         stack.callback(recovery.writer.close)
         return recovery

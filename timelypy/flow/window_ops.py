@@ -62,7 +62,7 @@ _CLOCK, _ACCS, _SESSIONS, _NEXT, _CLOSES = 0, 1, 2, 3, 4
 
 
 class _Windows:
-    """The compiled windower: window ids of a time, their ends, inserting and closing."""
+    """The compiled windower: window bounds, first close and the windows a watermark closes."""
 
     def __init__(self, config: WindowConfig) -> None:
         self.session = isinstance(config, SessionWindowConfig)
@@ -79,11 +79,6 @@ class _Windows:
         start = getattr(config, "start_at", None)
         self.start = 0 if start is None else micros(start, "start_at")
         self.gap = 0
-
-    def ids(self, t: int) -> range:
-        """The sliding windows containing time ``t``."""
-        since = t - self.start
-        return range((since - self.length) // self.offset + 1, since // self.offset + 1)
 
     def bounds(self, state: list[Any], window: int) -> tuple[int, int]:
         """A window's start and end (a session's: first and last time)."""
@@ -293,10 +288,13 @@ def window_step(
             if scheduled.get(key, _NEVER) > deadline:
                 scheduled[key] = deadline
                 heapq.heappush(deadlines, (deadline, key))
-                if len(deadlines) > 4 * len(scheduled) + 4096:
-                    # drop the entries a later (earlier) deadline made stale
-                    deadlines[:] = [(d, k) for k, d in scheduled.items()]
-                    heapq.heapify(deadlines)
+                compact()
+
+        def compact() -> None:
+            if len(deadlines) > 4 * len(scheduled) + 4096:
+                # drop the entries that an earlier deadline for the same key made stale
+                deadlines[:] = [(d, k) for k, d in scheduled.items()]
+                heapq.heapify(deadlines)
 
         def note_late(epoch: int, items: list[tuple[str, Any]]) -> None:
             state.late += len(items)
@@ -484,9 +482,7 @@ def window_step(
                 if scheduled_get(key, _NEVER) > deadline:
                     scheduled[key] = deadline
                     push(deadlines, (deadline, key))
-            if len(deadlines) > 4 * len(scheduled) + 4096:
-                deadlines[:] = [(d, k) for k, d in scheduled.items()]
-                heapq.heapify(deadlines)
+            compact()
             state.touch_keys(epoch, touched)
             if out:
                 output.give_batch(cap, out)

@@ -121,6 +121,18 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+@contextlib.contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A write transaction on ``conn`` (``BEGIN IMMEDIATE``), rolled back if the block raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
 def create_store(directory: str | os.PathLike[str], partitions: int) -> RecoveryStore:
     """Create an empty store of ``partitions`` SQLite files in ``directory`` (made if absent).
 
@@ -364,24 +376,17 @@ class RecoveryStore:
         unfinished epochs; they are deleted so that no later resume can mix
         them with the new execution's.  Garbage is collected too.
         """
-        with self._ledger() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                resume = self._resume_epoch(conn)
-                (last,) = conn.execute("SELECT COALESCE(MAX(ex_num), 0) FROM executions").fetchone()
-                execution = Execution(last + 1, resume, worker_count)
-                conn.execute(
-                    "INSERT INTO executions (ex_num, worker_count, resume_epoch, started) "
-                    "VALUES (?, ?, ?, ?)",
-                    (execution.ex_num, worker_count, resume, time.time()),
-                )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with self._ledger() as conn, _immediate(conn):
+            resume = self._resume_epoch(conn)
+            (last,) = conn.execute("SELECT COALESCE(MAX(ex_num), 0) FROM executions").fetchone()
+            execution = Execution(last + 1, resume, worker_count)
+            conn.execute(
+                "INSERT INTO executions (ex_num, worker_count, resume_epoch, started) "
+                "VALUES (?, ?, ?, ?)",
+                (execution.ex_num, worker_count, resume, time.time()),
+            )
         for part in self._each_partition():
             part.execute("DELETE FROM snaps WHERE epoch >= ?", (resume,))
-            part.executescript(_OUTPUTS)
             part.execute("DELETE FROM outs WHERE epoch >= ?", (resume,))
         self.collect_garbage()
         return execution
@@ -461,7 +466,6 @@ class RecoveryStore:
                 continue
             conn = _connect(path)
             try:
-                conn.executescript(_OUTPUTS)
                 found = conn.execute(
                     "SELECT seq, items FROM outs WHERE run = ? AND epoch < ? AND worker % ? = ? "
                     "AND seq > ? ORDER BY seq LIMIT ?",
@@ -484,7 +488,6 @@ class RecoveryStore:
     def drop_outputs(self, run: str) -> None:
         """Forget the logged output batches of ``run`` (it ended)."""
         for conn in self._each_partition():
-            conn.executescript(_OUTPUTS)
             conn.execute("DELETE FROM outs WHERE run = ?", (run,))
 
     def snapshots(self, step_id: str | None = None) -> list[tuple[str, str, int, Any]]:
@@ -511,8 +514,7 @@ class RecoveryStore:
         resume = self.resume_epoch()
         deleted = 0
         for conn in self._each_partition():
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(conn):
                 cur = conn.execute(
                     "DELETE FROM snaps WHERE epoch < ? AND epoch < (SELECT MAX(epoch) FROM snaps "
                     "AS t WHERE t.step_id = snaps.step_id AND t.state_key = snaps.state_key "
@@ -522,10 +524,6 @@ class RecoveryStore:
                 deleted += cur.rowcount
                 cur = conn.execute("DELETE FROM snaps WHERE epoch < ? AND state IS NULL", (resume,))
                 deleted += cur.rowcount
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
         return deleted
 
     def writer(self, ex_num: int, worker_index: int) -> SnapshotWriter:
@@ -586,8 +584,7 @@ class SnapshotWriter:
         ]
         self._pending: list[list[SnapshotRow]] = [[] for _ in self._conns]
         self._outputs: list[tuple[str, int, int, bytes]] = []
-        self._outputs_ready = False
-        # per partition: (step_id, state_key) written since the last commit
+        # per partition: (step_id, state_key) written since the last trim
         self._superseded: list[set[tuple[str, str]]] = [set() for _ in self._conns]
         self._next_trim = time.monotonic() + TRIM_SECONDS
         self.committed: tuple[int, bool] | None = None
@@ -612,9 +609,8 @@ class SnapshotWriter:
         """Write the queued snapshots and output batches, then record this worker's frontier."""
         for conn, rows in zip(self._conns, self._pending, strict=True):
             if rows:
-                conn.execute("BEGIN IMMEDIATE")
-                conn.executemany("INSERT OR REPLACE INTO snaps VALUES (?, ?, ?, ?, ?)", rows)
-                conn.execute("COMMIT")
+                with _immediate(conn):
+                    conn.executemany("INSERT OR REPLACE INTO snaps VALUES (?, ?, ?, ?, ?)", rows)
                 rows.clear()
         now = time.monotonic()
         if done or now >= self._next_trim:
@@ -626,20 +622,16 @@ class SnapshotWriter:
             resume = RecoveryStore._resume_epoch(self._conns[0])
             for conn, keys in zip(self._conns, self._superseded, strict=True):
                 if keys:
-                    conn.execute("BEGIN IMMEDIATE")
-                    conn.executemany(_DROP_SUPERSEDED, [(*key, resume) for key in keys])
-                    conn.execute("COMMIT")
+                    with _immediate(conn):
+                        conn.executemany(_DROP_SUPERSEDED, [(*key, resume) for key in keys])
                     keys.clear()
         if self._outputs:
             conn = self._conns[self.worker_index % len(self._conns)]
-            if not self._outputs_ready:
-                conn.executescript(_OUTPUTS)  # a store made before the output log
-                self._outputs_ready = True
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(
-                "INSERT INTO outs (run, epoch, worker, items) VALUES (?, ?, ?, ?)", self._outputs
-            )
-            conn.execute("COMMIT")
+            with _immediate(conn):
+                conn.executemany(
+                    "INSERT INTO outs (run, epoch, worker, items) VALUES (?, ?, ?, ?)",
+                    self._outputs,
+                )
             self._outputs.clear()
         if self.committed != (frontier, done):
             self._conns[0].execute(
