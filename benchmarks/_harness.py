@@ -37,6 +37,7 @@ __all__ = [
     "format_table",
     "print_table",
     "peer_parser",
+    "timed_call",
     "peer_run",
     "PeerRun",
     "fmt_seconds",
@@ -91,6 +92,15 @@ class Stats:
     def ratio_to(self, baseline: Stats) -> float:
         """How many times slower than ``baseline`` this is, by median (``> 1`` is slower)."""
         return self.median / baseline.median
+
+
+def timed_call(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """``(wall seconds, CPU seconds, result)`` of one ``fn()``, after a ``gc.collect()``."""
+    gc.collect()
+    cpu_start = time.process_time()
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, time.process_time() - cpu_start, result
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:

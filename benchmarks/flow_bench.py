@@ -95,13 +95,11 @@ made of many small calls.
 from __future__ import annotations
 
 import cProfile
-import gc
 import logging
 import math
 import re
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -114,7 +112,14 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _data
-from benchmarks._harness import Stats, fmt_ratio, peer_parser, peer_run, print_table
+from benchmarks._harness import (
+    Stats,
+    fmt_ratio,
+    peer_parser,
+    peer_run,
+    print_table,
+    timed_call,
+)
 from benchmarks.peers import bytewax_peer
 from benchmarks.peers.plain import add_one
 from benchmarks.runtime_bench import Workload, machine, print_report
@@ -465,12 +470,7 @@ class FlowWorkload(Workload):
         rounds = warmup + repeat
         for r in range(rounds):
             for name, fn in self.candidates.items():
-                gc.collect()
-                cpu_start = time.process_time()
-                start = time.perf_counter()
-                result = fn()
-                elapsed = time.perf_counter() - start
-                cpu = time.process_time() - cpu_start
+                elapsed, cpu, result = timed_call(fn)
                 if r >= warmup:
                     self.stats[name].times.append(elapsed)
                     self.cpu[name].times.append(cpu)

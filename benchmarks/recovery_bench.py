@@ -105,7 +105,7 @@ against SQLite's few long ones: without it SQLite's share is larger still.
 from __future__ import annotations
 
 import cProfile
-import gc
+import functools
 import logging
 import math
 import pickle
@@ -113,7 +113,6 @@ import shutil
 import sqlite3
 import sys
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -130,6 +129,7 @@ from benchmarks._harness import (
     peer_parser,
     peer_run,
     print_table,
+    timed_call,
 )
 from benchmarks.flow_bench import (
     Normalized,
@@ -359,12 +359,7 @@ class RecoveryWorkload:
             for name, cand in self.candidates.items():
                 store = None if cand.new_store is None else cand.new_store(root)
                 try:
-                    gc.collect()
-                    cpu_start = time.process_time()
-                    start = time.perf_counter()
-                    result = cand.call(store)
-                    elapsed = time.perf_counter() - start
-                    cpu = time.process_time() - cpu_start
+                    elapsed, cpu, result = timed_call(functools.partial(cand.call, store))
                     if r >= warmup:
                         self.stats[name].times.append(elapsed)
                         self.cpu[name].times.append(cpu)
