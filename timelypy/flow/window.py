@@ -88,7 +88,7 @@ def micros(at: datetime.datetime, what: str = "a time") -> int:
 
 def from_micros(us: int) -> datetime.datetime:
     """The UTC datetime ``us`` microseconds after 1970-01-01 UTC."""
-    return UTC_EPOCH + datetime.timedelta(microseconds=us)
+    return UTC_EPOCH + datetime.timedelta(0, 0, us)  # positional: faster than microseconds=
 
 
 def span_micros(value: object, what: str, zero_ok: bool = False) -> int:

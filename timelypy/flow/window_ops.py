@@ -48,17 +48,19 @@ log = logging.getLogger("timelypy.flow")
 LATE_LOG_SECONDS = 10.0
 _NEVER = float("inf")
 _US = datetime.timedelta(microseconds=1)
+timedelta = datetime.timedelta
 
 # -- the operator ------------------------------------------------------------------
 
 # A key's state, a list (cheap to pickle, mutated in place):
 #   [0] the clock: None (no value yet / system clock) or [watermark_base, system_time_of_max]
-#   [1] accumulators by window id
-#   [2] sessions: window id -> [open, close] (session windower only, else None)
+#   [1] the open windows: accumulators by window id; for sessions a list of
+#       [first time, last time, accumulator, session id] (usually one)
+#   [2] unused (None)
 #   [3] the next session id
 #   [4] the watermark at which its first open window closes (inf: none open; None: to
 #       recompute), so that a batch checks each key it touched with one comparison
-_CLOCK, _ACCS, _SESSIONS, _NEXT, _CLOSES = 0, 1, 2, 3, 4
+_CLOCK, _OPEN, _NEXT, _CLOSES = 0, 1, 3, 4
 
 
 class _Windows:
@@ -80,37 +82,28 @@ class _Windows:
         self.start = 0 if start is None else micros(start, "start_at")
         self.gap = 0
 
-    def bounds(self, state: list[Any], window: int) -> tuple[int, int]:
-        """A window's start and end (a session's: first and last time)."""
-        if self.session:
-            first, last = state[_SESSIONS][window]
-            return first, last
+    def bounds(self, window: int) -> tuple[int, int]:
+        """A (tumbling or sliding) window's start and end."""
         open_time = self.start + window * self.offset
         return open_time, open_time + self.length
 
     def next_close(self, state: list[Any]) -> float:
         """The watermark at which the key's first open window closes (inf: none open)."""
-        accs = state[_ACCS]
+        accs = state[_OPEN]
         if not accs:
             return _NEVER
         if self.session:
-            # closes once the watermark is more than gap past its last time
-            last: int = min(last for _, last in state[_SESSIONS].values())
+            # a session closes once the watermark is more than gap past its last time
+            last: int = min([span[1] for span in accs])
             return last + self.gap + 1
         first: int = min(accs)
         return self.start + first * self.offset + self.length
 
     def due(self, state: list[Any], watermark: float) -> list[int]:
-        """The windows the watermark closes, in order of their ends (then ids)."""
-        accs = state[_ACCS]
+        """The (tumbling or sliding) windows the watermark closes, in order of their ends."""
+        accs = state[_OPEN]
         if not accs:
             return []
-        if self.session:
-            sessions = state[_SESSIONS]
-            limit = watermark - self.gap
-            closing = [w for w, (_, last) in sessions.items() if last < limit]
-            closing.sort(key=lambda w: (sessions[w][1], w))
-            return closing
         # window w ends at start + w * offset + length <= watermark
         if watermark == _NEVER:
             return sorted(accs)
@@ -190,57 +183,61 @@ def window_step(
         base, seen_at = clock_state
         return seen_at + (close - base)
 
-    def insert(key_state: list[Any], t: int, value: Any) -> None:
-        """A value at ``t`` into a key's sessions: the general case (none or several near)."""
-        accs = key_state[_ACCS]
-        sessions = key_state[_SESSIONS]
-        near = [w for w, span in sessions.items() if span[0] - gap <= t <= span[1] + gap]
-        if not near:
-            w = key_state[_NEXT]
-            key_state[_NEXT] = w + 1
-            sessions[w] = [t, t]
-            accs[w] = add(NO_ACC, value)
-            closes = key_state[_CLOSES]
-            if closes is not None and t + gap + 1 < closes:
-                key_state[_CLOSES] = t + gap + 1
-            return
-        key_state[_CLOSES] = None  # sessions grow or merge: recompute after the batch
-        if len(near) > 1:
-            if merge is None:
-                raise FlowError(
-                    f"{where}: a value joins {len(near)} sessions into one, and fold_window "
-                    "needs a merger(acc, acc) to combine their accumulators: pass merger="
-                )
-            near.sort(key=lambda w: (sessions[w][0], w))
-            into = near[0]
-            for other in near[1:]:
-                first, last = sessions.pop(other)
-                bounds_into = sessions[into]
-                bounds_into[0] = min(bounds_into[0], first)
-                bounds_into[1] = max(bounds_into[1], last)
-                accs[into] = merge(accs[into], accs.pop(other))
-            w = into
-        else:
-            w = near[0]
-        span = sessions[w]
-        if t < span[0]:
-            span[0] = t
-        elif t > span[1]:
-            span[1] = t
-        accs[w] = fold(accs[w], value) if fold is not None else add(accs[w], value)
+    def join_sessions(key_state: list[Any], t: int, value: Any) -> None:
+        """A value at ``t`` near several of a key's sessions: they become one, then take it."""
+        spans = key_state[_OPEN]
+        near = [span for span in spans if span[0] - gap <= t <= span[1] + gap]
+        if merge is None:
+            raise FlowError(
+                f"{where}: a value joins {len(near)} sessions into one, and fold_window "
+                "needs a merger(acc, acc) to combine their accumulators: pass merger="
+            )
+        near.sort(key=lambda span: (span[0], span[3]))  # into the first to start
+        into, joined = near[0], near[1:]
+        # by identity: == would compare the user's accumulators
+        key_state[_OPEN] = [span for span in spans if not any(span is j for j in joined)]
+        for other in joined:
+            into[0] = min(into[0], other[0])
+            into[1] = max(into[1], other[1])
+            into[2] = merge(into[2], other[2])
+        if t < into[0]:
+            into[0] = t
+        elif t > into[1]:
+            into[1] = t
+        into[2] = fold(into[2], value) if fold is not None else add(into[2], value)
+        key_state[_CLOSES] = None  # recompute after the batch
 
     metas: dict[int, WindowMetadata] = {}
 
     def close(key: str, key_state: list[Any], mark: float, out: list[Any]) -> None:
         if mark < closes_at(key_state):
             return
-        closing = due(key_state, mark)
-        key_state[_CLOSES] = None  # some windows close: recompute
-        if not closing:
+        if session:
+            spans = key_state[_OPEN]
+            limit = mark - gap
+            closing = [span for span in spans if span[1] < limit]
+            if len(closing) > 1:
+                closing.sort(key=lambda span: (span[1], span[3]))
+            if closing:
+                key_state[_OPEN] = spans = [span for span in spans if span[1] >= limit]
+            key_state[_CLOSES] = min([span[1] for span in spans]) + gap + 1 if spans else _NEVER
+            for first, last, acc, _ in closing:
+                try:
+                    result = finish(acc)
+                except Exception as exc:
+                    exc.add_note(f"in {where}: finishing the window of key {key!r} raised")
+                    raise
+                if window_meta:
+                    meta = WindowMetadata(
+                        UTC_EPOCH + timedelta(0, 0, first), UTC_EPOCH + timedelta(0, 0, last)
+                    )
+                    out.append((key, (meta, result)))
+                else:
+                    out.append((key, result))
             return
-        accs = key_state[_ACCS]
-        sessions = key_state[_SESSIONS]
-        for w in closing:
+        accs = key_state[_OPEN]
+        key_state[_CLOSES] = None  # some windows close: recompute
+        for w in due(key_state, mark):
             acc = accs.pop(w)
             try:
                 result = finish(acc)
@@ -248,20 +245,17 @@ def window_step(
                 exc.add_note(f"in {where}: finishing the window of key {key!r} raised")
                 raise
             if window_meta:
-                meta = None if session else metas.get(w)
+                meta = metas.get(w)
                 if meta is None:
-                    first, last = bounds(key_state, w)
+                    # every key closes the same windows: make each one's metadata once
+                    first, last = bounds(w)
                     meta = WindowMetadata(from_micros(first), from_micros(last))
-                    if not session:
-                        # every key closes the same windows: make each one's metadata once
-                        if len(metas) >= 4096:
-                            metas.clear()
-                        metas[w] = meta
+                    if len(metas) >= 4096:
+                        metas.clear()
+                    metas[w] = meta
                 out.append((key, (meta, result)))
             else:
                 out.append((key, result))
-            if session:
-                del sessions[w]
 
     def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         eager = EagerNotificator()
@@ -339,32 +333,35 @@ def window_step(
                         key_state = get(key)
                         if key_state is None:
                             key_state = states[key] = [
-                                None, {}, {} if session else None, 0, _NEVER
+                                None, [] if session else {}, None, 0, _NEVER
                             ]
                         touched[key] = key_state
                     if event:
-                        reading = True
-                        at = dt_getter(value)
-                        reading = False
-                        if type(at) is not datetime_type or at.tzinfo is None:
+                        try:  # costs nothing unless it raises (Python 3.11)
+                            at = dt_getter(value)
+                        except Exception:
+                            reading = True
+                            raise
+                        try:
+                            if type(at) is not datetime_type:
+                                raise TypeError  # a subclass or no datetime: micros() decides
+                            # a naive datetime raises TypeError here
+                            t = (at - epoch_zero) // one_us
+                        except TypeError:
                             try:
-                                micros(at, f"dt_getter({value!r})")  # raises the clear error
+                                t = micros(at, f"dt_getter({value!r})")  # or the clear error
                             except FlowError as exc:
                                 raise FlowError(
                                     f"{where} on worker {worker}, epoch {epoch}: {exc}"
                                 ) from None
-                        t = (at - epoch_zero) // one_us
+                        # the key's watermark: [base, system time of base], moving with now
                         clock_state = key_state[0]
-                        candidate = t - wait
                         if clock_state is None:
-                            key_state[0] = [candidate, now]
-                            mark = candidate
-                        else:
-                            mark = clock_state[0] + (now - clock_state[1])
-                            if candidate > mark:
-                                clock_state[0], clock_state[1] = candidate, now
-                                mark = candidate
-                        if t < mark:
+                            key_state[0] = [t - wait, now]
+                        elif t - wait > clock_state[0] + (now - clock_state[1]):
+                            clock_state[0] = t - wait  # t moves the watermark on: not late
+                            clock_state[1] = now
+                        elif t < clock_state[0] + (now - clock_state[1]):
                             late_items.append((key, value))
                             continue
                     else:
@@ -397,60 +394,58 @@ def window_step(
                             if closes is not None and end < closes:
                                 key_state[4] = closes = end
                     else:
-                        sessions = key_state[2]
-                        count = len(sessions)
-                        if count == 1:
+                        spans = key_state[1]
+                        if len(spans) == 1:
                             # sessions' common case inlined: the key's one open session
-                            ((w, span),) = sessions.items()
+                            span = spans[0]
                             if span[0] - gap <= t <= span[1] + gap:
                                 if t < span[0]:
                                     span[0] = t
                                 elif t > span[1]:
                                     span[1] = t
-                                accs = key_state[1]
-                                accs[w] = (
-                                    fold(accs[w], value) if fold is not None
-                                    else add(accs[w], value)
+                                span[2] = (
+                                    fold(span[2], value) if fold is not None
+                                    else add(span[2], value)
                                 )
                                 key_state[4] = span[1] + gap + 1
                                 continue
-                        elif count == 0:
-                            w = key_state[3]
-                            key_state[3] = w + 1
-                            sessions[w] = [t, t]
-                            key_state[1][w] = (
-                                fold(builder(), value) if fold is not None
-                                else add(NO_ACC, value)
-                            )
-                            key_state[4] = t + gap + 1
-                            continue
-                        else:
+                        elif spans:
                             # several open sessions: join the one near t inline, unless t
-                            # is near none (a new session) or several (a merge: insert())
+                            # is near several (join_sessions()) or none (a new session)
                             found = None
-                            for w, span in sessions.items():
+                            for span in spans:
                                 if span[0] - gap <= t <= span[1] + gap:
                                     if found is not None:
-                                        found = None
+                                        found = False  # near two or more
                                         break
-                                    found = (w, span)
-                            else:
-                                if found is not None:
-                                    w, span = found
-                                    was = span[1] + gap + 1
-                                    if t < span[0]:
-                                        span[0] = t
-                                    elif t > span[1]:
-                                        span[1] = t
-                                    accs = key_state[1]
-                                    accs[w] = (
-                                        fold(accs[w], value) if fold is not None
-                                        else add(accs[w], value)
-                                    )
-                                    if key_state[4] == was:  # it was the first to close
-                                        key_state[4] = None
-                                    continue
-                        insert(key_state, t, value)
+                                    found = span
+                            if found is False:
+                                join_sessions(key_state, t, value)
+                                continue
+                            if found is not None:
+                                span = found
+                                was = span[1] + gap + 1
+                                if t < span[0]:
+                                    span[0] = t
+                                elif t > span[1]:
+                                    span[1] = t
+                                span[2] = (
+                                    fold(span[2], value) if fold is not None
+                                    else add(span[2], value)
+                                )
+                                if key_state[4] == was:  # it was the first to close
+                                    key_state[4] = None
+                                continue
+                        # near no open session: a new one
+                        w = key_state[3]
+                        key_state[3] = w + 1
+                        spans.append([
+                            t, t, fold(builder(), value) if fold is not None
+                            else add(NO_ACC, value), w
+                        ])
+                        closes = key_state[4]
+                        if closes is not None and t + gap + 1 < closes:
+                            key_state[4] = t + gap + 1
             except FlowError:
                 raise
             except Exception as exc:
@@ -463,25 +458,23 @@ def window_step(
                 note_late(epoch, late_items)
             out: list[Any] = []
             # Per key touched: one comparison unless a window is due (schedule() inlined).
+            # Its watermark is now - lag (the system clock: now), the system time at
+            # which its first open window closes closes + lag.
             scheduled_get, push = scheduled.get, heapq.heappush
+            lag = 0
             for key, key_state in touched.items():
-                closes = key_state[_CLOSES]
+                closes = key_state[4]
                 if closes is None:
-                    closes = key_state[_CLOSES] = next_close(key_state)
-                clock_state = key_state[_CLOCK]
+                    closes = key_state[4] = next_close(key_state)
                 if event:
-                    mark = clock_state[0] + (now - clock_state[1])
-                else:
-                    mark = now
-                if mark >= closes:
-                    close(key, key_state, mark, out)
+                    clock_state = key_state[0]
+                    lag = clock_state[1] - clock_state[0]
+                if now - lag >= closes:
+                    close(key, key_state, now - lag, out)
                     closes = closes_at(key_state)
-                if closes == _NEVER:
-                    continue
-                deadline = clock_state[1] + (closes - clock_state[0]) if event else closes
-                if scheduled_get(key, _NEVER) > deadline:
-                    scheduled[key] = deadline
-                    push(deadlines, (deadline, key))
+                if closes + lag < scheduled_get(key, _NEVER):
+                    scheduled[key] = closes + lag
+                    push(deadlines, (closes + lag, key))
             compact()
             state.touch_keys(epoch, touched)
             if out:
@@ -516,7 +509,7 @@ def window_step(
                     hold.downgrade(latest[0])
                 results: list[Any] = []
                 for key, key_state in states.items():
-                    if key_state[_ACCS]:
+                    if key_state[_OPEN]:
                         close(key, key_state, _NEVER, results)
                         state.touch_keys(hold.time, (key,))
                 if results:
