@@ -205,7 +205,7 @@ class SessionWindowConfig(WindowConfig):
     gap: datetime.timedelta
 
 
-@dataclasses.dataclass(frozen=True, order=True)
+@dataclasses.dataclass(frozen=True, order=True, slots=True)  # slots: one object, not two
 class WindowMetadata:
     """A closed window: its start (inclusive) and end (exclusive; a session's last time)."""
 

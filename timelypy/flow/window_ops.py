@@ -53,7 +53,9 @@ timedelta = datetime.timedelta
 # -- the operator ------------------------------------------------------------------
 
 # A key's state, a list (cheap to pickle, mutated in place):
-#   [0] the clock: None (no value yet / system clock) or [watermark_base, system_time_of_max]
+#   [0] the clock's lag: the key's watermark is the system time minus it (0 for the
+#       system clock; an event clock's is inf until the key's first value, then
+#       the system time at which its latest time came minus that time, plus the wait)
 #   [1] the open windows: accumulators by window id; for sessions a list of
 #       [first time, last time, accumulator, session id] (usually one)
 #   [2] unused (None)
@@ -150,15 +152,8 @@ def window_step(
     where = f"step {step_id!r}"
 
     def watermark(key_state: list[Any], now: int) -> float:
-        if not event:
-            return now
-        clock_state = key_state[_CLOCK]
-        if clock_state is None:
-            return -_NEVER
-        base: int
-        seen_at: int
-        base, seen_at = clock_state
-        return base + (now - seen_at)
+        lag: float = key_state[_CLOCK]
+        return now - lag
 
     def closes_at(key_state: list[Any]) -> float:
         """The key's cached next close watermark (recomputed when stale)."""
@@ -170,18 +165,8 @@ def window_step(
 
     def system_deadline(key_state: list[Any], now: int) -> float:
         """The system time at which the key's first open window closes."""
-        close = closes_at(key_state)
-        if close == _NEVER:
-            return _NEVER
-        if not event:
-            return close
-        clock_state = key_state[_CLOCK]
-        if clock_state is None:
-            return _NEVER
-        base: int
-        seen_at: int
-        base, seen_at = clock_state
-        return seen_at + (close - base)
+        lag: float = key_state[_CLOCK]
+        return closes_at(key_state) + lag  # inf when none is open or the clock has no time
 
     def join_sessions(key_state: list[Any], t: int, value: Any) -> None:
         """A value at ``t`` near several of a key's sessions: they become one, then take it."""
@@ -315,11 +300,13 @@ def window_step(
         def run_items(cap: Capability, items: list[Any]) -> None:
             epoch = cap.time
             # locals, not globals, in the per-value loop; state slots by number:
-            # 0 clock, 1 accumulators, 2 sessions, 3 next session id, 4 next close
+            # 0 clock lag, 1 open windows, 3 next session id, 4 next close
             datetime_type, epoch_zero, one_us = datetime.datetime, UTC_EPOCH, _US
             if epoch > latest[0]:
                 latest[0] = epoch
             now = now_us()
+            now_wait = now + wait
+            lag0 = _NEVER if event else 0
             touched: dict[str, list[Any]] = {}
             late_items: list[tuple[str, Any]] = []
             get = states.get
@@ -333,7 +320,7 @@ def window_step(
                         key_state = get(key)
                         if key_state is None:
                             key_state = states[key] = [
-                                None, [] if session else {}, None, 0, _NEVER
+                                lag0, [] if session else {}, None, 0, _NEVER
                             ]
                         touched[key] = key_state
                     if event:
@@ -354,14 +341,11 @@ def window_step(
                                 raise FlowError(
                                     f"{where} on worker {worker}, epoch {epoch}: {exc}"
                                 ) from None
-                        # the key's watermark: [base, system time of base], moving with now
-                        clock_state = key_state[0]
-                        if clock_state is None:
-                            key_state[0] = [t - wait, now]
-                        elif t - wait > clock_state[0] + (now - clock_state[1]):
-                            clock_state[0] = t - wait  # t moves the watermark on: not late
-                            clock_state[1] = now
-                        elif t < clock_state[0] + (now - clock_state[1]):
+                        # the key's watermark is now - lag; t - wait moves it on
+                        lag = key_state[0]
+                        if now_wait - t < lag:
+                            key_state[0] = now_wait - t  # not late: t - wait > watermark
+                        elif t < now - lag:
                             late_items.append((key, value))
                             continue
                     else:
@@ -458,17 +442,14 @@ def window_step(
                 note_late(epoch, late_items)
             out: list[Any] = []
             # Per key touched: one comparison unless a window is due (schedule() inlined).
-            # Its watermark is now - lag (the system clock: now), the system time at
-            # which its first open window closes closes + lag.
+            # Its watermark is now - lag, the system time at which its first open
+            # window closes closes + lag.
             scheduled_get, push = scheduled.get, heapq.heappush
-            lag = 0
             for key, key_state in touched.items():
                 closes = key_state[4]
                 if closes is None:
                     closes = key_state[4] = next_close(key_state)
-                if event:
-                    clock_state = key_state[0]
-                    lag = clock_state[1] - clock_state[0]
+                lag = key_state[0]
                 if now - lag >= closes:
                     close(key, key_state, now - lag, out)
                     closes = closes_at(key_state)
