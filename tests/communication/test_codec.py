@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import array
+import collections
+import ctypes
 import datetime
+import decimal
 import enum
+import fractions
 import math
 import pickle
+import struct
 import threading
+import uuid
 from collections import OrderedDict, namedtuple
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -24,6 +31,7 @@ from timelypy.communication.codec import (
 )
 from timelypy.errors import ConfigError, SerializationError
 from timelypy.order import Product
+from timelypy.result import Err, Ok
 
 CONTEXT = "operator 'Exchange' on worker 1"
 
@@ -60,6 +68,11 @@ def assert_same(a: Any, b: Any, path: str = "x") -> None:
         b_items = {item: item for item in b}
         for item in a:
             assert_same(item, b_items[item], f"{path} item {item!r}")
+    elif isinstance(a, memoryview):
+        about = (a.format, a.shape, a.readonly, a.tobytes())
+        assert about == (b.format, b.shape, b.readonly, b.tobytes()), f"{path}: views differ"
+    elif isinstance(a, (Ok, Err)):
+        assert_same(a.value, b.value, f"{path}.value")
     elif isinstance(a, float):
         if math.isnan(a):
             assert math.isnan(b), path
@@ -108,6 +121,25 @@ scalars = st.one_of(
 )
 
 
+def views(data: bytes, readonly: bool, fmt: str) -> memoryview:
+    """A view of ``data`` (trimmed to whole items) in ``fmt``, as 1 or 2 rows."""
+    view = memoryview(data if readonly else bytearray(data))
+    size = struct.calcsize(fmt)
+    whole = len(data) // size * size
+    view = view[:whole].cast(fmt)
+    if len(view) % 2 == 0 and len(view) >= 2:
+        return view.cast("B").cast(fmt, [2, len(view) // 2])
+    return view
+
+
+buffers = st.one_of(
+    st.binary(max_size=8).map(bytearray),
+    st.builds(views, st.binary(max_size=24), st.booleans(), st.sampled_from("BbcHiqd?")),
+)
+# bytes that msgpack writes as bin headers: numbers with them test the memchr shortcut
+header_bytes = st.sampled_from([0xC4, 0xC5, 0xC6, 0xC4C4, 0xC6C5C4, -0xC4C4C4C4, 0.0000123])
+
+
 int_products = st.recursive(
     st.integers(min_value=0, max_value=2**64 - 1),
     lambda inner: st.builds(Product, inner, inner),
@@ -122,7 +154,7 @@ def products(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Product]:
 
 
 hashables = st.recursive(
-    scalars,
+    st.one_of(scalars, header_bytes),
     lambda inner: st.one_of(
         st.lists(inner, max_size=3).map(tuple),
         products(inner),
@@ -131,8 +163,10 @@ hashables = st.recursive(
     max_leaves=8,
 )
 values = st.recursive(
-    st.one_of(scalars, hashables),
+    st.one_of(scalars, hashables, buffers),
     lambda inner: st.one_of(
+        st.builds(Ok, inner),
+        st.builds(Err, inner),
         st.lists(inner, max_size=4),
         st.lists(inner, max_size=4).map(tuple),
         products(inner),
@@ -195,10 +229,45 @@ def test_examples_round_trip_exactly(value: Any) -> None:
 # fmt: on
 
 
-def test_bytearray_and_memoryview_arrive_as_bytes() -> None:
-    # A documented limit: msgpack packs them natively even with strict_types.
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "value",
+    [
+        bytearray(b"ab"),
+        memoryview(b"cd"),
+        memoryview(bytearray(b"writable")),
+        memoryview(array.array("i", [1, -2, 3])),
+        memoryview(array.array("d", [0.5, 2.0])).toreadonly(),
+        memoryview(b"abcdefgh").cast("B", [2, 4]),
+        memoryview(b"abcdefgh")[::2],  # not contiguous: carried as its items
+        [("k", bytearray(b"v"))] * 6,  # the column path
+        {"k": [Ok(bytearray(b"x"))], memoryview(b"key"): (b"bytes", bytearray())},
+    ],
+    ids=lambda v: type(v).__name__,
+)
+def test_buffers_keep_their_type(codec: Codec, value: Any) -> None:
+    # msgpack's C packer writes them as bin, like bytes: the codec notices and packs exactly
+    assert_same(codec.decode(codec.encode(value)), value)
+    assert_same(codec.decode_batch(codec.encode_batch(1, [value] * 5)), (1, [value] * 5))
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
+def test_a_view_of_a_format_the_codecs_cannot_rebuild_is_refused(codec: Codec) -> None:
+    chars = memoryview(array.array("B", b"abcd")).cast("c")
+    assert_same(codec.decode(codec.encode(chars)), chars)
+    big_endian = memoryview(ctypes.c_int32.__ctype_be__(7))  # format '>i'
+    with pytest.raises(SerializationError, match=r"memoryview of format '>i'") as info:
+        codec.encode([big_endian], context=CONTEXT)
+    assert str(info.value).startswith(CONTEXT)
+    assert "bytes(view)" in str(info.value)  # says what to send instead
+
+
+def test_bin_header_bytes_without_buffers_stay_on_the_fast_path() -> None:
     codec = MsgpackCodec()
-    assert_same(codec.decode(codec.encode([bytearray(b"ab"), memoryview(b"cd")])), [b"ab", b"cd"])
+    records = [(b"\xc4\xc5\xc6", 0xC4C5, 1.0e-5)] * 8
+    data = codec.encode_batch(0, records)
+    assert b"\xc4" in data  # the shortcut cannot tell: the walk finds no buffer
+    assert_same(codec.decode_batch(data), (0, records))
 
 
 def test_nan_round_trips() -> None:
@@ -351,6 +420,32 @@ def test_unsupported_records_name_their_type_and_context(
     assert type_name in message
     assert 'Config(serializer="pickle")' in message
     assert isinstance(info.value, TypeError)
+
+
+BUILT_INS = [
+    None, True, 7, 2**100, -(2**70), 1.5, math.inf, "text", b"bytes", bytearray(b"ba"),
+    memoryview(b"mv"), (1,), [1], {1: 2}, {1}, frozenset({1}), Product(1, 2), Ok(1), Err("e"),
+    datetime.datetime(2024, 1, 1, 12), datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC),
+    datetime.timedelta(days=-1, microseconds=3),
+    # what msgpack cannot carry exactly must be refused, never changed
+    1j, decimal.Decimal("1.1"), fractions.Fraction(1, 3), datetime.date(2024, 1, 1),
+    datetime.time(12), range(3), slice(1, 2), uuid.UUID(int=5), collections.deque([1]),
+    collections.defaultdict(int, a=1), collections.Counter("aa"), OrderedDict(a=1),
+    array.array("i", [1]), Ellipsis, int, Colour.RED, Point(1, 2), MyStr("s"),
+]
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
+@pytest.mark.parametrize("value", BUILT_INS, ids=lambda v: type(v).__name__)
+def test_every_built_in_type_arrives_exactly_or_is_refused(codec: Codec, value: Any) -> None:
+    for message in (value, [value], [(value, 1)] * 5):
+        try:
+            data = codec.encode(message, context=CONTEXT)
+        except SerializationError as exc:
+            assert str(exc).startswith(CONTEXT)
+            assert codec.name == "msgpack", f"pickle refused {value!r}"
+            continue
+        assert_same(codec.decode(data), message)  # the same type at every level
 
 
 def test_numpy_arrays_are_refused() -> None:

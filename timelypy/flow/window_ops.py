@@ -230,8 +230,10 @@ def window_step(
                 exc.add_note(f"in {where}: finishing the window of key {key!r} raised")
                 raise
             if window_meta:
-                meta = metas.get(w)
-                if meta is None:
+                cached = metas.get(w)
+                if cached is not None:
+                    meta = cached
+                else:
                     # every key closes the same windows: make each one's metadata once
                     first, last = bounds(w)
                     meta = WindowMetadata(from_micros(first), from_micros(last))
