@@ -352,34 +352,7 @@ def window_step(
                             continue
                     else:
                         t = now  # the system clock: nothing is late
-                    if tumbling:
-                        # insert() inlined for the commonest windower: one window per time
-                        w = (t - start) // length
-                        accs = key_state[1]
-                        if fold is not None:
-                            acc = accs.get(w, NO_ACC)
-                            accs[w] = fold(builder() if acc is NO_ACC else acc, value)
-                        else:
-                            accs[w] = add(accs.get(w, NO_ACC), value)
-                        end = start + w * length + length
-                        closes = key_state[4]
-                        if closes is not None and end < closes:
-                            key_state[4] = end
-                    elif not session:
-                        # sliding: every window containing t, inlined like tumbling's
-                        since = t - start
-                        accs = key_state[1]
-                        closes = key_state[4]
-                        for w in range((since - length) // offset + 1, since // offset + 1):
-                            if fold is not None:
-                                acc = accs.get(w, NO_ACC)
-                                accs[w] = fold(builder() if acc is NO_ACC else acc, value)
-                            else:
-                                accs[w] = add(accs.get(w, NO_ACC), value)
-                            end = start + w * offset + length
-                            if closes is not None and end < closes:
-                                key_state[4] = closes = end
-                    else:
+                    if session:
                         spans = key_state[1]
                         if len(spans) == 1:
                             # sessions' common case inlined: the key's one open session
@@ -432,6 +405,33 @@ def window_step(
                         closes = key_state[4]
                         if closes is not None and t + gap + 1 < closes:
                             key_state[4] = t + gap + 1
+                    elif tumbling:
+                        # tumbling: the one window containing t
+                        w = (t - start) // length
+                        accs = key_state[1]
+                        if fold is not None:
+                            acc = accs.get(w, NO_ACC)
+                            accs[w] = fold(builder() if acc is NO_ACC else acc, value)
+                        else:
+                            accs[w] = add(accs.get(w, NO_ACC), value)
+                        end = start + w * length + length
+                        closes = key_state[4]
+                        if closes is not None and end < closes:
+                            key_state[4] = end
+                    else:
+                        # sliding: every window containing t, inlined like tumbling's
+                        since = t - start
+                        accs = key_state[1]
+                        closes = key_state[4]
+                        for w in range((since - length) // offset + 1, since // offset + 1):
+                            if fold is not None:
+                                acc = accs.get(w, NO_ACC)
+                                accs[w] = fold(builder() if acc is NO_ACC else acc, value)
+                            else:
+                                accs[w] = add(accs.get(w, NO_ACC), value)
+                            end = start + w * offset + length
+                            if closes is not None and end < closes:
+                                key_state[4] = closes = end
             except FlowError:
                 raise
             except Exception as exc:
