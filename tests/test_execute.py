@@ -410,7 +410,11 @@ def test_a_stalled_worker_logs_who_holds_its_dataflow(monkeypatch, caplog):
 
     with caplog.at_level(logging.WARNING, logger="timelypy"):
         timelypy.execute(Config.thread(), program)
-    assert any("'Stubborn' holds capabilities" in r.getMessage() for r in caplog.records)
+    assert any(
+        "operator 'Stubborn' (address (0, 1)) holds a capability at 0 on output 0"
+        in r.getMessage()
+        for r in caplog.records
+    )
 
 
 def test_a_failure_next_to_a_stuck_worker_thread_is_raised_within_the_grace():
@@ -467,4 +471,5 @@ def test_unread_input_is_reported_as_a_stall(monkeypatch, caplog):
     finally:
         logging.getLogger("timelypy").removeHandler(handler)
     warning = next(r.getMessage() for r in caplog.records if "made no progress" in r.getMessage())
-    assert "messages at [0] are in flight to 'Deaf' input 0" in warning
+    assert "2 records at 0 sent to input 0 of operator 'Deaf'" in warning
+    assert "2 waiting unread on worker 0" in warning

@@ -43,6 +43,7 @@ from timelypy.communication.allocator import Allocator
 from timelypy.communication.config import Config
 from timelypy.communication.transport import ProcessTransport, Transport
 from timelypy.errors import ClusterError, ConfigError, WorkerAborted
+from timelypy.progress.explain import Holder, summarize
 from timelypy.worker import Worker
 
 __all__ = ["execute", "initialize_from", "execute_from_args", "example", "run_worker"]
@@ -74,12 +75,12 @@ def run_worker(worker: Worker, func: Callable[[Worker], R]) -> R:
     # Every STALL_WARNING_SECONDS, what holds the dataflows; the same twice in a row
     # while operators keep running is a stall too (an operator that never reads its input).
     next_sample = time.monotonic() + STALL_WARNING_SECONDS
-    sampled: list[str] | None = None
+    sampled: list[Holder] | None = None
     while worker.step_or_park(PARK_SECONDS):
         idle = worker.idle_seconds()
         if idle >= STALL_WARNING_SECONDS and idle - warned_at >= STALL_WARNING_SECONDS:
             warned_at = idle
-            held = "; ".join(worker.holders()) or "nothing visible on this worker"
+            held = summarize(worker.why_not_complete())
             log.warning(
                 "worker %d: no operator has run for %.0f s but its dataflows are incomplete: %s. "
                 "A capability that is retained and never dropped keeps a dataflow running.",
@@ -92,7 +93,7 @@ def run_worker(worker: Worker, func: Callable[[Worker], R]) -> R:
         now = time.monotonic()
         if now >= next_sample:
             next_sample = now + STALL_WARNING_SECONDS
-            holding = worker.holders()
+            holding = worker.why_not_complete()
             if holding and holding == sampled and idle < STALL_WARNING_SECONDS:
                 log.warning(
                     "worker %d: its dataflows made no progress in %.0f s although operators "
@@ -101,7 +102,7 @@ def run_worker(worker: Worker, func: Callable[[Worker], R]) -> R:
                     "retained capability does.",
                     worker.index,
                     STALL_WARNING_SECONDS,
-                    "; ".join(holding),
+                    summarize(holding),
                 )
             sampled = holding
     return result

@@ -33,8 +33,10 @@ from typing import Any, TypeVar
 from timelypy.communication.allocator import Allocator
 from timelypy.communication.config import Config
 from timelypy.dataflow.as_worker import Closable, Push
+from timelypy.dataflow.probe import ProbeHandle
 from timelypy.dataflow.scope import Scope, build_dataflow
 from timelypy.events import ParkEvent, Registry, ShutdownEvent
+from timelypy.progress.explain import Holder, explain, summarize
 from timelypy.progress.operate import Operate
 from timelypy.progress.subgraph import Subgraph
 
@@ -259,6 +261,68 @@ class Worker:
         """Seconds since an operator last ran on this worker."""
         return time.monotonic() - self._last_activity
 
+    def why_not_complete(self, time: Any = None) -> list[Holder]:
+        """What keeps ``time`` from completing: every pointstamp at or before it, and who holds it.
+
+        One :class:`~timelypy.progress.explain.Holder` per capability or batch of
+        unconsumed messages at or before ``time`` in the running dataflows (nested
+        scopes included, their times mapped out), with its count over all workers
+        and this worker's share; ``str(holder)`` says it in a sentence.  Each worker
+        knows its own share: ask every worker (or read every worker's stall
+        warning) to name them all.  ``time`` ``None``: every pointstamp, what keeps
+        the dataflows running at all.
+
+        >>> import timelypy
+        >>> def program(worker):
+        ...     handle, probe = timelypy.InputHandle(), timelypy.ProbeHandle()
+        ...     worker.dataflow(lambda scope: scope.input_from(handle).map(str)
+        ...                     .probe_with(probe))
+        ...     handle.send(7)  # at time 0, which the input still holds
+        ...     for _ in range(5):
+        ...         worker.step()
+        ...     return [str(holder) for holder in worker.why_not_complete(0)]
+        >>> timelypy.execute(timelypy.Config.thread(), program)
+        [["worker 0: operator 'Input' (address (0, 1)) holds a capability at 0 on output 0"]]
+        """
+        result: list[Holder] = []
+        for identifier, subgraph in sorted(self._dataflows.items()):
+            result.extend(explain(subgraph, identifier, time, self._index))
+        return result
+
+    def watch_probe(self, probe: ProbeHandle, after: float = 30.0, name: str = "probe") -> None:
+        """Log a warning, naming what holds it, whenever ``probe`` has not moved for ``after`` s.
+
+        Every ``after`` seconds (a worker timer, nothing per step) the worker
+        compares the probe's frontier with the one it saw last time; unchanged
+        and not done (so stuck for between ``after`` and twice that), it logs a
+        ``timelypy`` WARNING "worker W: probe NAME has not moved from [t] for
+        S s" followed by :meth:`why_not_complete` of the
+        frontier's first time (this worker's share; every worker watching the
+        probe logs its own).  It stops watching once the probe is done.
+        """
+        if after <= 0:
+            raise ValueError(f"watch_probe needs after > 0 seconds, got {after!r}")
+        last: list[Any] = [None]
+
+        def check() -> None:
+            if probe.done() or not self._dataflows:
+                return
+            frontier = probe.frontier()
+            if frontier == last[0]:
+                reasons = self.why_not_complete(frontier[0])
+                log.warning(
+                    "worker %d: probe %r has not moved from %s for %.0f s: %s",
+                    self._index,
+                    name,
+                    list(frontier),
+                    after,
+                    summarize(reasons),
+                )
+            last[0] = frontier
+            self.activate_after(check, after)
+
+        self.activate_after(check, after)
+
     def holders(self) -> list[str]:
         """What keeps the running dataflows from completing (for diagnostics)."""
         result: list[str] = []
@@ -268,3 +332,4 @@ class Worker:
 
     def __repr__(self) -> str:
         return f"Worker(index={self._index}, peers={self._peers})"
+

@@ -98,6 +98,13 @@ class LeafOperator(Operate):
         handle: OperatorOutput[Any] = OperatorOutput(self, index, push)
         return handle
 
+    def unread(self, port: int) -> dict[Any, int]:
+        """Records waiting unread in input ``port``'s queue, per time (diagnostics)."""
+        waiting: dict[Any, int] = {}
+        for time, data in list(self._queues[port]):
+            waiting[time] = waiting.get(time, 0) + len(data)
+        return waiting
+
     def watch_frontier(self, input_index: int, sink: ChangeSink) -> None:
         """Append every change of input ``input_index``'s frontier to ``sink`` (as time, diff)."""
         if self.frontier_changes is None:
@@ -134,6 +141,10 @@ class LeafOperator(Operate):
     def initial_internals(self) -> list[dict[Any, int]]:
         """One capability per output per worker, at the minimum time."""
         return [{self.minimum: self.peers} for _ in range(self.outputs)]
+
+    def initial_held(self) -> list[dict[Any, int]]:
+        """The worker's own initial capabilities: one per output."""
+        return [{self.minimum: 1} for _ in range(self.outputs)]
 
     def set_input_frontiers(self, frontiers: list[MutableAntichain[Any]]) -> None:
         """Wrap the scope's live implications as read-only views."""

@@ -92,12 +92,20 @@ class Operate:
         """Capability counts per output when the dataflow starts."""
         return [{} for _ in range(self.outputs)]
 
+    def initial_held(self) -> list[dict[Any, int]]:
+        """The worker's own share of :meth:`initial_internals` (diagnostics; ``{}``: unknown)."""
+        return [{} for _ in range(self.outputs)]
+
     def set_input_frontiers(self, frontiers: list[MutableAntichain[Any]]) -> None:
         """Receive the live frontier of each input (the scope's implications)."""
 
     def schedule(self) -> bool:
         """Run once; return whether to be scheduled again regardless of events."""
         raise NotImplementedError
+
+    def unread(self, port: int) -> dict[Any, int]:
+        """Records waiting unread at input ``port`` on this worker, per time (diagnostics)."""
+        return {}
 
     def shut_down(self) -> None:
         """Drop the logic: inputs are closed and no capability is held."""

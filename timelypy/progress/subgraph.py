@@ -258,6 +258,12 @@ class Subgraph(Operate):
         per_operator = [tracker.node_state(i) for i in range(len(children))]
         self._states = per_operator
         final = self._final
+        #: Per child and output, the capabilities it holds on this worker (the tracker
+        #: only knows their sum over all workers); read by :mod:`~timelypy.progress.explain`.
+        self.held: list[list[dict[Any, int]]] = [
+            [{} for _ in range(child.outputs)] if child is not None else []
+            for child in children
+        ]
         for index in range(1, len(children)):
             child = children[index]
             child.set_input_frontiers([port.implications for port in per_operator[index].targets])
@@ -265,6 +271,7 @@ class Subgraph(Operate):
                 for time, diff in counts.items():
                     key = (index, 1, output, time)
                     final[key] = final.get(key, 0) + diff
+            self.held[index] = child.initial_held()
         self._finalized = True
         self._propagate_pointstamps()
         # Every child runs once at the start.
@@ -427,9 +434,15 @@ class Subgraph(Operate):
                 counts.clear()
         for port, counts in enumerate(child.internals):
             if counts:
+                held = self.held[index][port]
                 for time, n in counts.items():
                     key = (index, 1, port, time)
                     into[key] = get(key, 0) + n
+                    total = held.get(time, 0) + n  # this worker's own share, kept
+                    if total:
+                        held[time] = total
+                    else:
+                        held.pop(time, None)  # n may be 0: a change undone within the step
                 counts.clear()
         edges = self._child_edges[index]
         for port, counts in enumerate(child.produceds):
