@@ -37,6 +37,7 @@ from timelypy.dataflow.probe import ProbeHandle
 from timelypy.dataflow.scope import Scope, build_dataflow
 from timelypy.events import ParkEvent, Registry, ShutdownEvent
 from timelypy.progress.explain import Holder, explain, summarize
+from timelypy.progress.metrics import frontier_lag, operator_metrics
 from timelypy.progress.operate import Operate
 from timelypy.progress.subgraph import Subgraph
 
@@ -288,6 +289,42 @@ class Worker:
         for identifier, subgraph in sorted(self._dataflows.items()):
             result.extend(explain(subgraph, identifier, time, self._index))
         return result
+
+    def metrics(self) -> dict[str, Any]:
+        """What every operator did on this worker so far, as plain data.
+
+        ``{"worker": index, "dataflows": [{"dataflow": id, "name": ..., "frontier_lag":
+        epochs or None, "operators": [...]}]}``, one entry per running dataflow;
+        each operator's dict is :func:`~timelypy.progress.metrics.operator_metrics`'s
+        (activations, records in and out, seconds in it once
+        :func:`~timelypy.progress.metrics.time_operators` is on, its input frontier).
+        Safe to call from another thread (a metrics server) while the worker runs.
+
+        >>> import timelypy
+        >>> def program(worker):
+        ...     handle = timelypy.InputHandle()
+        ...     worker.dataflow(lambda scope: scope.input_from(handle).map(str).probe())
+        ...     handle.send_batch([1, 2, 3])
+        ...     handle.advance_to(1)
+        ...     for _ in range(5):
+        ...         worker.step()
+        ...     (flow,) = worker.metrics()["dataflows"]
+        ...     return {op["name"]: op["records_in"] for op in flow["operators"]}
+        >>> timelypy.execute(timelypy.Config.thread(), program)
+        [{'Input': 0, 'Map': 3, 'Probe': 3}]
+        """
+        dataflows = []
+        for identifier, subgraph in sorted(list(self._dataflows.items())):
+            operators = operator_metrics(subgraph, identifier, self._index)
+            dataflows.append(
+                {
+                    "dataflow": identifier,
+                    "name": subgraph.name,
+                    "frontier_lag": frontier_lag(operators),
+                    "operators": operators,
+                }
+            )
+        return {"worker": self._index, "dataflows": dataflows}
 
     def watch_probe(self, probe: ProbeHandle, after: float = 30.0, name: str = "probe") -> None:
         """Log a warning, naming what holds it, whenever ``probe`` has not moved for ``after`` s.

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 from timelypy.errors import CycleError
@@ -86,6 +87,12 @@ class Refinement:
     def product(cls, ttype: Any) -> Refinement:
         """The refinement of an iterative scope with ``ProductType`` timestamps."""
         return cls(ttype.to_inner, ttype.to_outer, ttype.summarize)
+
+
+#: Whether scopes time their children's activations, process-wide (off by default:
+#: two clock reads per activation cost a few percent of a one-record epoch); switched
+#: by :func:`timelypy.progress.metrics.time_operators`.
+TIMING = False
 
 
 class Subgraph(Operate):
@@ -264,6 +271,12 @@ class Subgraph(Operate):
             [{} for _ in range(child.outputs)] if child is not None else []
             for child in children
         ]
+        #: Per child, [unused, records consumed, records produced, seconds in its
+        #: schedule() while TIMING] on this worker (fixed-size lists: safe to read from
+        #: another thread); activations are the child's own count.
+        self.stats: list[list[Any]] = [[0, 0, 0, 0.0] for _ in children]
+        #: How often this scope ran (its children count their own activations).
+        self.rounds = 0
         for index in range(1, len(children)):
             child = children[index]
             child.set_input_frontiers([port.implications for port in per_operator[index].targets])
@@ -311,6 +324,7 @@ class Subgraph(Operate):
         """Run one round of the scope's progress protocol; return whether incomplete."""
         # Activations before the children run are consumed by this very round.
         self._marked = True
+        self.rounds += 1
         if self.refinement is not None:
             self._accept_frontier()
             self._harvest_inputs()
@@ -369,11 +383,20 @@ class Subgraph(Operate):
         logger = self.logger
         if logger is not None:
             logger.log(ScheduleEvent((*self.path, index), True))
-        try:
-            incomplete = child.schedule()
-        except Exception as exc:
-            self._locate(exc, child, index)
-            raise
+        if TIMING:
+            started = perf_counter()
+            try:
+                incomplete = child.schedule()
+            except Exception as exc:
+                self._locate(exc, child, index)
+                raise
+            self.stats[index][3] += perf_counter() - started
+        else:
+            try:
+                incomplete = child.schedule()
+            except Exception as exc:
+                self._locate(exc, child, index)
+                raise
         if logger is not None:
             logger.log(ScheduleEvent((*self.path, index), False))
         if incomplete != self._incomplete[index]:
@@ -428,9 +451,12 @@ class Subgraph(Operate):
         get = into.get
         for port, counts in enumerate(child.consumeds):
             if counts:
+                total = 0
                 for time, n in counts.items():
                     key = (index, 0, port, time)
                     into[key] = get(key, 0) - n
+                    total += n
+                self.stats[index][1] += total
                 counts.clear()
         for port, counts in enumerate(child.internals):
             if counts:
@@ -448,10 +474,13 @@ class Subgraph(Operate):
         for port, counts in enumerate(child.produceds):
             if counts:
                 targets = edges[port]
+                total = 0
                 for time, n in counts.items():
+                    total += n
                     for tnode, tport in targets:
                         key = (tnode, 0, tport, time)
                         into[key] = get(key, 0) + n
+                self.stats[index][2] += total
                 counts.clear()
                 # Readers of what was produced run later in this pass (or next step).
                 for tnode, _ in targets:
