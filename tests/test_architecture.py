@@ -39,6 +39,11 @@ LAYERS: dict[str, tuple[str, ...]] = {
             "flow"),
     "spark": ("base", "progress", "communication", "dataflow", "worker", "execute", "recovery",
               "flow", "top"),
+    # beside the package: the optional extras' modules
+    "metrics": ("base", "progress", "communication", "dataflow", "worker", "execute",
+                "recovery", "flow"),
+    "testing": ("base", "progress", "communication", "dataflow", "worker", "execute",
+                "recovery", "flow"),
 }
 #: Third-party packages each layer may import (the standard library is always allowed).
 THIRD_PARTY: dict[str, tuple[str, ...]] = {
@@ -52,6 +57,8 @@ THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "flow": ("cloudpickle", "msgpack"),
     "top": (),
     "spark": ("pyspark", "zmq", "cloudpickle", "py4j"),
+    "metrics": ("prometheus_client",),
+    "testing": ("hypothesis",),
 }
 
 
@@ -67,6 +74,8 @@ def layer_of(module: str) -> str:
         ("timelypy.execute", "execute"),
         ("timelypy.recovery", "recovery"),
         ("timelypy.flow", "flow"),
+        ("timelypy.metrics", "metrics"),
+        ("timelypy.testing", "testing"),
     ):
         if module == prefix or module.startswith(prefix + "."):
             return layer

@@ -271,3 +271,21 @@ def test_capture_records_the_closing_progress(workers):
 
     expected = [timelypy.Messages(0, [1]), timelypy.ProgressUpdates([(0, -1)])]
     assert timelypy.execute(Config.process(workers), program) == [expected] * workers
+
+
+def test_testing_an_operator():
+    (line,) = run("testing_an_operator.py")
+    assert line.startswith("ok: sum_by_key matches its model in 100 simulations; ")
+    assert "the early-emitting variant fails on" in line
+
+
+def test_metrics_server():
+    pytest.importorskip("prometheus_client")
+    lines = run("metrics_server.py")
+    records = {
+        line.split("{")[0] + " " + line.split('operator="')[1].split('"')[0]: line.split()[-1]
+        for line in lines
+    }
+    assert records["timelypy_operator_records_in_total FlatMap"] == "500.0"
+    assert records["timelypy_operator_records_out_total FlatMap"] == "1000.0"
+    assert records["timelypy_operator_records_out_total Filter"] == "499.0"
