@@ -71,6 +71,7 @@ def layer_of(module: str) -> str:
         ("timelypy.communication", "communication"),
         ("timelypy.dataflow", "dataflow"),
         ("timelypy.worker", "worker"),
+        ("timelypy.live", "worker"),
         ("timelypy.execute", "execute"),
         ("timelypy.recovery", "recovery"),
         ("timelypy.flow", "flow"),

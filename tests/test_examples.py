@@ -289,3 +289,7 @@ def test_metrics_server():
     assert records["timelypy_operator_records_in_total FlatMap"] == "500.0"
     assert records["timelypy_operator_records_out_total FlatMap"] == "1000.0"
     assert records["timelypy_operator_records_out_total Filter"] == "499.0"
+
+
+def test_live_progress():
+    assert run("live_progress.py") == ["sent 100,000 records"]  # stderr is not a terminal

@@ -47,6 +47,9 @@ R = TypeVar("R")
 
 log = logging.getLogger("timelypy")
 
+#: How many completed dataflows' final metrics a worker keeps (``metrics(completed=True)``).
+COMPLETED_KEPT = 16
+
 
 class Worker:
     """One worker of a computation; see the module documentation."""
@@ -59,6 +62,7 @@ class Worker:
         #: Worker threads sharing this process (and its GIL).
         self._local_peers = self.config.workers
         self._dataflows: dict[int, Subgraph] = {}
+        self._completed_metrics: list[dict[str, Any]] = []
         self._active: set[int] = set()
         self._next_identifier = 0
         self._next_dataflow = 0
@@ -231,6 +235,7 @@ class Worker:
                 subgraph = dataflows.get(identifier)
                 if subgraph is not None and not subgraph.schedule():
                     del dataflows[identifier]
+                    self._completed(identifier, subgraph)
                     self._log_shutdown(subgraph.path)
         allocator.release()
         if self._registry:
@@ -290,11 +295,32 @@ class Worker:
             result.extend(explain(subgraph, identifier, time, self._index))
         return result
 
-    def metrics(self) -> dict[str, Any]:
+    def _completed(self, identifier: int, subgraph: Subgraph) -> None:
+        """Keep a completed dataflow's final metrics (the last :data:`COMPLETED_KEPT`)."""
+        kept = self._completed_metrics
+        kept.append(self._dataflow_metrics(identifier, subgraph, complete=True))
+        if len(kept) > COMPLETED_KEPT:
+            del kept[0]
+
+    def _dataflow_metrics(
+        self, identifier: int, subgraph: Subgraph, complete: bool
+    ) -> dict[str, Any]:
+        operators = operator_metrics(subgraph, identifier, self._index)
+        return {
+            "dataflow": identifier,
+            "name": subgraph.name,
+            "complete": complete,
+            "frontier_lag": None if complete else frontier_lag(operators),
+            "operators": operators,
+        }
+
+    def metrics(self, completed: bool = False) -> dict[str, Any]:
         """What every operator did on this worker so far, as plain data.
 
-        ``{"worker": index, "dataflows": [{"dataflow": id, "name": ..., "frontier_lag":
-        epochs or None, "operators": [...]}]}``, one entry per running dataflow;
+        ``{"worker": index, "dataflows": [{"dataflow": id, "name": ..., "complete":
+        False, "frontier_lag": epochs or None, "operators": [...]}]}``, one entry per
+        running dataflow (``completed=True``: first the last :data:`COMPLETED_KEPT`
+        completed ones, with their final numbers and ``"complete": True``);
         each operator's dict is :func:`~timelypy.progress.metrics.operator_metrics`'s
         (activations, records in and out, seconds in it once
         :func:`~timelypy.progress.metrics.time_operators` is on, its input frontier).
@@ -313,17 +339,9 @@ class Worker:
         >>> timelypy.execute(timelypy.Config.thread(), program)
         [{'Input': 0, 'Map': 3, 'Probe': 3}]
         """
-        dataflows = []
+        dataflows = list(self._completed_metrics) if completed else []
         for identifier, subgraph in sorted(list(self._dataflows.items())):
-            operators = operator_metrics(subgraph, identifier, self._index)
-            dataflows.append(
-                {
-                    "dataflow": identifier,
-                    "name": subgraph.name,
-                    "frontier_lag": frontier_lag(operators),
-                    "operators": operators,
-                }
-            )
+            dataflows.append(self._dataflow_metrics(identifier, subgraph, complete=False))
         return {"worker": self._index, "dataflows": dataflows}
 
     def watch_probe(self, probe: ProbeHandle, after: float = 30.0, name: str = "probe") -> None:

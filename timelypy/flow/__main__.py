@@ -15,7 +15,10 @@ standard output.  The options are Timely's:
 * ``-r DIR`` (``--recovery``) -- run as an execution against the recovery
   store in ``DIR`` (created on first use; every process must reach it),
   resuming from its resume epoch; ``--commit-interval S`` sets how often
-  each worker commits its snapshots (default 0.05 s).
+  each worker commits its snapshots (default 0.05 s);
+* ``--progress`` -- a live progress line on standard error (the output
+  frontier, the inputs' frontier, epochs and records per second), drawn
+  only when standard error is a terminal (:mod:`timelypy.live`).
 
 Exit status: 0 when the flow completed, 1 when it failed (the error is
 printed), 2 for a usage error.
@@ -33,8 +36,9 @@ from timelypy.communication.config import parse_arguments
 from timelypy.errors import ConfigError, FlowError, RecoveryError
 from timelypy.execute import execute
 from timelypy.flow.dataflow import Dataflow
-from timelypy.flow.driver import flow_program
+from timelypy.flow.driver import FlowWorker, flow_program
 from timelypy.flow.outputs import print_batch
+from timelypy.live import ProgressLine, show_progress
 from timelypy.recovery import RecoveryConfig
 
 __all__ = ["main", "load_flow", "USAGE"]
@@ -42,7 +46,7 @@ __all__ = ["main", "load_flow", "USAGE"]
 #: What ``--help`` prints.
 USAGE = """\
 usage: python -m timelypy.flow MODULE[:ATTR] [-w WORKERS] [-n PROCESSES [-p INDEX -h HOSTFILE]]
-                             [-r RECOVERY_DIR [--commit-interval SECONDS]]
+                             [-r RECOVERY_DIR [--commit-interval SECONDS]] [--progress]
 
 Run the timelypy.flow Dataflow MODULE.ATTR (default ATTR: flow; a function of no
 arguments returning a Dataflow works too). Its first step must be an input
@@ -56,6 +60,7 @@ step; captures without an output config print their items.
   -r, --recovery DIR    recover from (and snapshot to) the recovery store in DIR:
                         a rerun resumes from the last execution's resume epoch
   --commit-interval S   seconds between a worker's snapshot commits (default 0.05)
+  --progress            a live progress line on standard error, when it is a terminal
   --help                show this message
 """
 
@@ -92,6 +97,8 @@ def load_flow(target: str) -> Dataflow:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    progress = "--progress" in args
+    args = [arg for arg in args if arg != "--progress"]
     try:
         args, recovery_args = _recovery_arguments(args)
         recovery = _recovery_config(recovery_args)
@@ -118,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "timelypy.flow",
                 target,
                 *recovery_args,
-            ]
+            ]  # --progress is left out: the launcher's children write to pipes
             return subprocess.call(command)
         config = given.config()
         flow = load_flow(target)
@@ -133,13 +140,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    lines: list[ProgressLine] = []
+
+    def show(runner: FlowWorker) -> None:
+        lines.append(show_progress(runner.worker, runner.probe, name=target))
+
     try:
         execute(
             config,
             flow_program(
-                flow, source, print_batch, collect_on=None, recovery_config=recovery
+                flow, source, print_batch, collect_on=None, recovery_config=recovery,
+                on_built=show if progress else None,
             ),
         )
+        for line in lines[:1]:
+            line.finish()
     except KeyboardInterrupt:
         return 130
     except Exception:

@@ -41,8 +41,10 @@ def operator_metrics(dataflow: Subgraph, identifier: int, worker: int) -> list[d
 
     Keys: ``worker``, ``dataflow``, ``address``, ``name``, ``scope`` (whether it
     is a nested scope), ``activations``, ``records_in``, ``records_out``,
-    ``seconds`` (0.0 unless :func:`time_operators` is on) and ``frontier`` (the
-    minimal times still possible at its inputs, as a list; ``[]`` once complete).
+    ``seconds`` (0.0 unless :func:`time_operators` is on), ``inputs`` (how many
+    it has), ``frontier`` (the minimal times still possible at its inputs, as a
+    list; ``[]`` once complete) and ``capabilities`` (the minimal times of the
+    capabilities held at its outputs, over all workers).
     """
     found: list[dict[str, Any]] = []
     _walk(dataflow, identifier, worker, found)
@@ -74,19 +76,26 @@ def _walk(scope: Subgraph, identifier: int, worker: int, found: list[dict[str, A
                 "records_in": records_in,
                 "records_out": records_out,
                 "seconds": seconds,
-                "frontier": _frontier(tracker, index),
+                "inputs": child.inputs,
+                "frontier": _frontier(tracker, index, "targets"),
+                "capabilities": _frontier(tracker, index, "sources"),
             }
         )
         if isinstance(child, Subgraph):
             _walk(child, identifier, worker, found)
 
 
-def _frontier(tracker: Any, index: int) -> list[Any]:
+def _frontier(tracker: Any, index: int, ports: str) -> list[Any]:
+    """The frontier at a node's inputs or of its outputs' capabilities.
+
+    ``targets``: the times that may still arrive; ``sources``: those it may still send.
+    """
     for _ in range(3):  # the worker may change it while another thread reads
         try:
             times: set[Any] = set()
-            for port in tracker.node_state(index).targets:
-                times.update(port.implications.frontier())
+            for port in getattr(tracker.node_state(index), ports):
+                found = port.implications if ports == "targets" else port.pointstamps
+                times.update(found.frontier())
             return sorted(times, key=repr) if len(times) > 1 else list(times)
         except RuntimeError:
             continue
