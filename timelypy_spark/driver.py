@@ -140,6 +140,64 @@ def check_slots(sc: Any, workers: int) -> int:
     return slots
 
 
+def _import_probe(items: Iterator[Any]) -> Iterator[tuple[str, str, str]]:
+    """On an executor: whether ``timelypy`` imports there, its version, and the Python."""
+    import sys
+
+    try:
+        import timelypy
+    except BaseException as exc:  # reported to the driver, not raised
+        yield ("error", f"{type(exc).__name__}: {exc}", sys.executable)
+    else:
+        yield ("ok", str(getattr(timelypy, "__version__", "?")), sys.executable)
+
+
+# Pickled by value, so that an executor without timelypy can still run it and say so
+# (by reference it would have to import this module first, and fail where it cannot).
+_import_probe.__module__ = "__main__"
+_import_probe.__qualname__ = "_timelypy_import_probe"
+
+#: SparkContexts (by application id) whose executors passed :func:`check_executors`.
+_checked: set[str] = set()
+
+
+def check_executors(sc: Any, workers: int) -> None:
+    """Fail fast, before any barrier stage, unless executors import this timelypy.
+
+    Runs one small ordinary job of ``workers`` tasks, once per SparkContext:
+    each task tries ``import timelypy`` and reports its version.  A missing
+    module or another version is a :class:`ConfigError` saying what to do,
+    in the time of that job rather than after a barrier stage's retries.
+    """
+    application = str(sc.applicationId)
+    if application in _checked:
+        return
+    import timelypy
+
+    reports = set(
+        sc.parallelize(range(workers), workers).mapPartitions(_import_probe).collect()
+    )
+    failures = sorted(report for report in reports if report[0] == "error")
+    if failures:
+        _, error, python = failures[0]
+        raise ConfigError(
+            f"Spark's executors cannot import timelypy ({error}, with the executor's Python "
+            f"{python}). Install timelypy where the executors' Python can import it, point "
+            "PYSPARK_PYTHON (spark.pyspark.python) at a Python that has it, send a packed "
+            "virtual environment with spark.archives, or call "
+            "timelypy_spark.ship_package(spark) once to ship this copy to the executors"
+        )
+    versions = sorted({version for _, version, _ in reports})
+    if versions != [timelypy.__version__]:
+        raise ConfigError(
+            f"Spark's executors import timelypy {', '.join(versions)}, the driver "
+            f"{timelypy.__version__}: workers of one run must run the same timelypy (install "
+            "the driver's version on the executors, or ship it with "
+            "timelypy_spark.ship_package(spark))"
+        )
+    _checked.add(application)
+
+
 def execute(
     spark: Any,
     func: Callable[[Any], R],
@@ -208,6 +266,7 @@ def run_barrier(
             "asked for; every worker reads one partition"
         )
     check_slots(sc, workers)
+    check_executors(sc, workers)
     if attempts < 0:
         raise ConfigError(f"attempts must be >= 0, got {attempts}")
     run = uuid.uuid4().hex[:12]

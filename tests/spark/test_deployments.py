@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -151,5 +152,10 @@ def test_executors_without_timelypy_show_their_import_error(tmp_path):
         env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=str(python)),
     )
     assert result.returncode != 0
-    assert "on the executor: ModuleNotFoundError: No module named 'timelypy" in result.stderr
-    assert "ship_package" in result.stderr
+    # checked before the barrier stage: one small job, not a barrier stage's retries
+    assert "Spark's executors cannot import timelypy (ModuleNotFoundError: No module named " \
+        "'timelypy'" in result.stderr, result.stderr[-3000:]
+    assert str(python) in result.stderr  # names the executors' Python
+    assert "ship_package" in result.stderr and "PYSPARK_PYTHON" in result.stderr
+    elapsed = float(re.search(r"the run failed after ([\d.]+) s", result.stderr).group(1))
+    assert elapsed < 10, elapsed

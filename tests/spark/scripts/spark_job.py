@@ -13,6 +13,7 @@ import argparse
 import importlib.util
 import json
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -42,9 +43,13 @@ def main() -> None:
         if args.ship:
             timelypy_spark.ship_package(spark)
         lines = spark.sparkContext.textFile(",".join(args.inputs), args.workers)
-        counts = dict(
-            timelypy_spark.run(spark, example.count_words, lines, workers=args.workers).collect()
-        )
+        started = time.monotonic()
+        try:
+            result = timelypy_spark.run(spark, example.count_words, lines, workers=args.workers)
+        except Exception:
+            print(f"the run failed after {time.monotonic() - started:.1f} s", file=sys.stderr)
+            raise
+        counts = dict(result.collect())
 
         def where(worker):
             import os
