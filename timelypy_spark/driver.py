@@ -32,6 +32,7 @@ How it runs (see ``docs/spark.md``):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import pickle
 import re
@@ -157,6 +158,23 @@ def _import_probe(items: Iterator[Any]) -> Iterator[tuple[str, str, str]]:
 _import_probe.__module__ = "__main__"
 _import_probe.__qualname__ = "_timelypy_import_probe"
 
+def _call_site(sc: Any, text: str) -> Any:
+    """A context naming the Spark jobs started inside it ``text`` (their UI "call site").
+
+    PySpark names a job after the first PySpark call on the Python stack
+    (``copy_local_properties at threading.py`` for a job started from a
+    thread); an outer ``SCCallSiteSync`` with our text keeps the inner ones
+    from replacing it.  Without that PySpark helper, Spark's own name stays.
+    """
+    try:
+        from pyspark.traceback_utils import SCCallSiteSync
+    except ImportError:  # pragma: no cover - present in every PySpark 3.x and 4.x
+        return contextlib.nullcontext()
+    site = SCCallSiteSync(sc)  # type: ignore[no-untyped-call]
+    site._call_site = text
+    return site
+
+
 #: SparkContexts (by application id) whose executors passed :func:`check_executors`.
 _checked: set[str] = set()
 
@@ -174,9 +192,14 @@ def check_executors(sc: Any, workers: int) -> None:
         return
     import timelypy
 
-    reports = set(
-        sc.parallelize(range(workers), workers).mapPartitions(_import_probe).collect()
-    )
+    sc.setJobDescription("timelypy: checking that the executors import timelypy")
+    try:
+        with _call_site(sc, "timelypy executor check"):
+            reports = set(
+                sc.parallelize(range(workers), workers).mapPartitions(_import_probe).collect()
+            )
+    finally:
+        sc.setJobDescription(None)
     failures = sorted(report for report in reports if report[0] == "error")
     if failures:
         _, error, python = failures[0]
@@ -198,24 +221,73 @@ def check_executors(sc: Any, workers: int) -> None:
     _checked.add(application)
 
 
+#: The Spark configuration keys timelypy_spark reads (``spark.timelypy.*``), what they
+#: set when the call leaves the keyword out, and the default when neither does.
+CONF_KEYS = {
+    "spark.timelypy.workers": "workers (default: Spark's default parallelism)",
+    "spark.timelypy.timeout": "timeout, seconds for the whole run (default: none)",
+    "spark.timelypy.attempts": "attempts, retries of a failed run (default: 0)",
+    "spark.timelypy.serializer": "serializer, 'msgpack' or 'pickle' (default: msgpack)",
+    "spark.timelypy.connectTimeout": "connect_timeout, seconds (default: 60)",
+}
+
+
+def _conf(sc: Any, key: str, given: Any, kind: type, default: Any) -> Any:
+    """``given`` unless ``None``, else Spark's ``key`` as ``kind``, else ``default``.
+
+    Spark's value: the active session's runtime configuration (``spark.conf.set``
+    and everything the session started with), else the SparkContext's.
+    """
+    if given is not None:
+        return given
+    value = None
+    try:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None and active.sparkContext is sc:
+            value = active.conf.get(key, None)
+    except ImportError:  # pragma: no cover - pyspark is there when a context is
+        pass
+    if value is None:
+        value = sc.getConf().get(key, None)
+    if value is None:
+        return default
+    try:
+        return kind(value)
+    except ValueError:
+        raise ConfigError(
+            f"the Spark setting {key}={value!r} is not a {kind.__name__}: "
+            f"{CONF_KEYS[key]}"
+        ) from None
+
+
+def default_workers(sc: Any, workers: int | None) -> int:
+    """``workers``, else ``spark.timelypy.workers``, else Spark's default parallelism."""
+    resolved: int = _conf(sc, "spark.timelypy.workers", workers, int, None)
+    return int(sc.defaultParallelism) if resolved is None else resolved
+
+
 def execute(
     spark: Any,
     func: Callable[[Any], R],
     workers: int | None = None,
     *,
     timeout: float | None = None,
-    attempts: int = 0,
-    serializer: str = "msgpack",
-    connect_timeout: float = 60.0,
+    attempts: int | None = None,
+    serializer: str | None = None,
+    connect_timeout: float | None = None,
 ) -> list[R]:
     """Run ``func(worker)`` on ``workers`` workers, each a Spark task; return their results.
 
     ``workers`` defaults to Spark's default parallelism.  ``timeout`` bounds
-    the whole run (seconds).  See the module documentation for failures
-    and retries.
+    the whole run (seconds).  A keyword left out is read from the Spark
+    configuration (``spark.timelypy.workers``, ``.timeout``, ``.attempts``,
+    ``.serializer``, ``.connectTimeout``; :data:`CONF_KEYS`), else its
+    default.  See the module documentation for failures and retries.
     """
     sc = spark_context(spark)
-    workers = int(sc.defaultParallelism) if workers is None else workers
+    workers = default_workers(sc, workers)
 
     def program(worker: Any, partition: Iterator[Any]) -> R:
         return func(worker)
@@ -225,6 +297,7 @@ def execute(
         sc.parallelize(range(workers), workers),
         program,
         workers,
+        name=getattr(func, "__qualname__", type(func).__name__),
         flatten=False,
         timeout=timeout,
         attempts=attempts,
@@ -243,14 +316,20 @@ def run_barrier(
     *,
     flatten: bool,
     timeout: float | None,
-    attempts: int,
-    serializer: str,
-    connect_timeout: float,
+    attempts: int | None,
+    serializer: str | None,
+    connect_timeout: float | None,
     action: Callable[[Any], Any],
     stream_program: StreamProgram | None = None,
     service: AttemptService | None = None,
+    name: str = "program",
 ) -> Any:
     """Run ``program`` as a barrier stage over ``rdd``'s partitions; return ``action``'s value.
+
+    ``timeout``, ``attempts``, ``serializer`` and ``connect_timeout`` left
+    ``None`` come from the Spark configuration (:data:`CONF_KEYS`) or their
+    defaults.  ``name`` (the program's or the dataflow's) names the Spark
+    jobs and stages in the UI.
 
     ``action(barrier_rdd)`` is the Spark action that runs the stage (a
     ``collect``, or a ``count`` of a persisted RDD).  With a
@@ -265,6 +344,11 @@ def run_barrier(
             f"the input has {rdd.getNumPartitions()} partitions but {workers} workers were "
             "asked for; every worker reads one partition"
         )
+    timeout = _conf(sc, "spark.timelypy.timeout", timeout, float, None)
+    attempts = _conf(sc, "spark.timelypy.attempts", attempts, int, 0)
+    serializer = _conf(sc, "spark.timelypy.serializer", serializer, str, "msgpack")
+    connect_timeout = _conf(sc, "spark.timelypy.connectTimeout", connect_timeout, float, 60.0)
+    assert attempts is not None and serializer is not None and connect_timeout is not None
     check_slots(sc, workers)
     check_executors(sc, workers)
     if attempts < 0:
@@ -280,7 +364,7 @@ def run_barrier(
                 sc, rdd, program, workers, run, execution, secret,
                 flatten=flatten, timeout=timeout, serializer=serializer,
                 connect_timeout=connect_timeout, action=action, stream_program=stream_program,
-                service=service,
+                service=service, name=name,
             )
         except BaseException as exc:
             if service is not None:
@@ -315,6 +399,7 @@ def _run_execution(
     action: Callable[[Any], Any],
     stream_program: StreamProgram | None,
     service: AttemptService | None,
+    name: str,
 ) -> Any:
     rendezvous = Rendezvous(driver_host(sc), secret, run, execution)
     spec = TaskSpec(
@@ -327,9 +412,16 @@ def _run_execution(
     barrier_rdd = rdd.barrier().mapPartitions(barrier_task(spec))
 
     def job() -> None:
-        sc.setJobGroup(group, f"timelypy run {run} execution {execution}", interruptOnCancel=True)
+        # The Spark UI names jobs by their description and stages by their call site:
+        # name both after the program, not after this thread's start.
+        description = (
+            f"timelypy {name}: {workers} worker{'s' if workers != 1 else ''} "
+            f"(run {run}, attempt {execution + 1})"
+        )
+        sc.setJobGroup(group, description, interruptOnCancel=True)
         try:
-            outcome["value"] = action(barrier_rdd)
+            with _call_site(sc, f"timelypy {name}"):
+                outcome["value"] = action(barrier_rdd)
         except BaseException as exc:
             outcome["error"] = exc
 

@@ -47,7 +47,7 @@ from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.driver import flow_program
 from timelypy.flow.inputs import InputConfig, ManualInputConfig, epochs_from_pairs
 from timelypy.recovery import AttachedExecution, RecoveryConfig
-from timelypy_spark.driver import spark_context
+from timelypy_spark.driver import default_workers, spark_context
 from timelypy_spark.epochs import Epochs, memory_mb
 from timelypy_spark.io import (
     as_rdd,
@@ -75,9 +75,9 @@ def run_flow(
     epoch_column: str | None = "epoch",
     row_type: str = "tuple",
     timeout: float | None = None,
-    attempts: int = 0,
-    serializer: str = "msgpack",
-    connect_timeout: float = 60.0,
+    attempts: int | None = None,
+    serializer: str | None = None,
+    connect_timeout: float | None = None,
     collect: bool = False,
     recovery_config: RecoveryConfig | None = None,
 ) -> Any:
@@ -138,7 +138,7 @@ def run_flow(
             )
         config = source if source is not None else own
         assert config is not None
-        workers = check_workers(int(sc.defaultParallelism) if workers is None else workers)
+        workers = check_workers(default_workers(sc, workers))
         rdd = sc.parallelize([], workers)
         program = _config_program(flow, config, recovery_config)
     else:
@@ -164,6 +164,7 @@ def run_flow(
             sc,
             rdd,
             program,
+            name=flow_name(flow),
             collect=collect,
             timeout=timeout,
             attempts=attempts,
@@ -175,6 +176,16 @@ def run_flow(
         return output
     rows = output.mapPartitions(lambda pairs: flow_rows(pairs, epoch_column))
     return session_of(spark).createDataFrame(rows, output_schema)
+
+
+def flow_name(flow: Dataflow) -> str:
+    """A flow's name in the Spark UI: its first and last step IDs and its length."""
+    steps = flow.steps
+    if not steps:
+        return "flow (empty)"
+    if len(steps) == 1:
+        return f"flow {steps[0].step_id}"
+    return f"flow {steps[0].step_id}..{steps[-1].step_id} ({len(steps)} steps)"
 
 
 def frame_schema(spark: Any, schema: Any, epoch_column: str | None) -> Any:

@@ -68,9 +68,9 @@ def run(
     presorted: bool = False,
     row_type: str = "tuple",
     timeout: float | None = None,
-    attempts: int = 0,
-    serializer: str = "msgpack",
-    connect_timeout: float = 60.0,
+    attempts: int | None = None,
+    serializer: str | None = None,
+    connect_timeout: float | None = None,
     collect: bool = False,
     epoch_size: object = None,
 ) -> Any:
@@ -82,8 +82,10 @@ def run(
     epoch 0 (:mod:`timelypy_spark.epochs`); ``epoch_size``, which counted
     records per worker, was removed and raises :class:`ConfigError`.  With
     ``collect=True`` the output records come back to the driver as a list,
-    in the same single Spark job (no persisted RDD, no second job).  See the
-    module documentation.
+    in the same single Spark job (no persisted RDD, no second job).
+    ``timeout``, ``attempts``, ``serializer`` and ``connect_timeout`` are as
+    for :func:`timelypy_spark.execute` (read from ``spark.timelypy.*`` when
+    left out).  See the module documentation.
     """
     sc = spark_context(spark)
     epochs = Epochs.of(
@@ -98,6 +100,7 @@ def run(
         sc,
         rdd,
         _program(build, epochs, convert),
+        name=getattr(build, "__qualname__", type(build).__name__),
         collect=collect,
         timeout=timeout,
         attempts=attempts,
@@ -116,10 +119,11 @@ def run_streaming(
     *,
     collect: bool,
     timeout: float | None,
-    attempts: int,
-    serializer: str,
-    connect_timeout: float,
+    attempts: int | None,
+    serializer: str | None,
+    connect_timeout: float | None,
     service: AttemptService | None = None,
+    name: str = "program",
 ) -> Any:
     """Run ``program`` as one barrier task per partition of ``rdd``; its output records.
 
@@ -140,6 +144,7 @@ def run_streaming(
         action=(lambda barrier_rdd: barrier_rdd.collect()) if collect else materialize,
         stream_program=program,
         service=service,
+        name=name,
     )
 
 

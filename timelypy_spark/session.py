@@ -6,7 +6,9 @@ measured facts about Spark recommend (``docs/spark.md``):
 * ``SPARK_LOCAL_IP=127.0.0.1`` for local masters, so Spark binds loopback;
 * executors use this Python (``PYSPARK_PYTHON``) for local masters, so they
   import the same timelypy;
-* no UI, no progress bar, log level ERROR;
+* log level ERROR; the Spark UI is left as Spark sets it (on, at port 4040
+  or the next free one), and timelypy's jobs and stages are named after the
+  program or flow they run;
 * a bounded barrier slot check, in case Spark's own is ever reached.
 
 >>> # spark = timelypy_spark.session("local[4]")
@@ -22,7 +24,11 @@ __all__ = ["session"]
 
 
 def session(master: str = "local[2]", app_name: str = "timelypy", **conf: str) -> Any:
-    """A SparkSession for ``master`` with quiet, timelypy-friendly settings."""
+    """A SparkSession for ``master`` with quiet, timelypy-friendly settings.
+
+    ``conf`` adds Spark settings: ``spark__ui__enabled="false"`` (``__`` for
+    ``.``) or ``**{"spark.timelypy.workers": "4"}``.
+    """
     from pyspark.sql import SparkSession
 
     if master.startswith("local"):
@@ -32,8 +38,6 @@ def session(master: str = "local[2]", app_name: str = "timelypy", **conf: str) -
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s")
         .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "3")

@@ -16,7 +16,7 @@ if shutil.which("java") is None:  # pragma: no cover - depends on the machine
 def spark():
     import timelypy_spark
 
-    session = timelypy_spark.session("local[4]", "timelypy-tests")
+    session = timelypy_spark.session("local[4]", "timelypy-tests", spark__ui__enabled="false")
     yield session
     session.stop()
 

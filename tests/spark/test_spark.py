@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -287,3 +291,40 @@ def test_counter_cross_check(idle, tmp_path):
     lines = idle.sparkContext.textFile(",".join(paths), 2)
     counts = timelypy_spark.run(idle, wordcount_example.count_words, lines)
     assert dict(counts.collect()) == dict(expected)
+
+
+def test_settings_come_from_the_spark_configuration_when_left_out(spark, idle):
+    # spark.timelypy.* in the session's runtime configuration: a notebook's spark.conf.set
+    def index(worker):
+        return worker.index
+
+    spark.conf.set("spark.timelypy.workers", "3")
+    try:
+        assert timelypy_spark.execute(spark, index) == [0, 1, 2]
+        assert timelypy_spark.execute(spark, index, workers=2) == [0, 1]  # the keyword wins
+        spark.conf.set("spark.timelypy.attempts", "many")
+        with pytest.raises(ConfigError, match=r"spark\.timelypy\.attempts='many' is not an? int"):
+            timelypy_spark.execute(spark, index)
+    finally:
+        spark.conf.unset("spark.timelypy.workers")
+        spark.conf.unset("spark.timelypy.attempts")
+    assert len(timelypy_spark.execute(spark, index)) == spark.sparkContext.defaultParallelism
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_spark_ui_names_jobs_and_stages_after_the_flow(tmp_path):
+    script = Path(__file__).parent / "scripts" / "ui_names.py"
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "ui.json")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    ui = json.loads((tmp_path / "ui.json").read_text())
+    names = {job["name"] for job in ui["jobs"]} | {stage["name"] for stage in ui["stages"]}
+    assert names == {"timelypy flow plus_one..capture (2 steps)", "timelypy executor check"}
+    (barrier,) = [job for job in ui["jobs"] if job["name"].startswith("timelypy flow")]
+    assert barrier["description"].startswith(
+        "timelypy flow plus_one..capture (2 steps): 2 workers (run "
+    )
