@@ -52,10 +52,15 @@ __all__ = [
     "TaskCancelled",
     "TaskContext",
     "STREAM_BATCHES",
+    "STREAM_RECORDS",
 ]
 
 #: Batches a streaming task may hold between its worker and Spark's output.
 STREAM_BATCHES = 64
+#: The most records one of those batches holds: a larger emitted batch (one input
+#: batch through a flat_map that fans out) is queued in pieces, so the queue holds
+#: at most STREAM_BATCHES * STREAM_RECORDS records whatever the input's size.
+STREAM_RECORDS = 4096
 #: Seconds between checks while a queue of a streaming task is full or empty.
 POLL = 0.1
 #: Seconds a streaming task waits for its worker thread to stop once it is told to.
@@ -174,6 +179,10 @@ def _streamed(
     stop = threading.Event()
 
     def put(message: Any) -> None:
+        if type(message) is list and len(message) > STREAM_RECORDS:
+            for start in range(0, len(message), STREAM_RECORDS):
+                put(message[start : start + STREAM_RECORDS])
+            return
         while True:
             try:
                 batches.put(message, timeout=POLL)

@@ -328,3 +328,24 @@ def test_the_spark_ui_names_jobs_and_stages_after_the_flow(tmp_path):
     assert barrier["description"].startswith(
         "timelypy flow plus_one..capture (2 steps): 2 workers (run "
     )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_worker_memory_stays_flat_as_the_output_grows(tmp_path):
+    # 2M then 20M output records through run(): the tasks stream their output to Spark
+    # through a queue bounded in records, so a Python worker's peak stays where it was.
+    script = Path(__file__).parent / "scripts" / "output_memory.py"
+    peaks = {}
+    for records in (2_000_000, 20_000_000):
+        output = tmp_path / f"{records}.json"
+        result = subprocess.run(
+            [sys.executable, str(script), str(records), str(output)],
+            capture_output=True, text=True, timeout=600, cwd=tmp_path,
+            env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"),
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        data = json.loads(output.read_text())
+        assert data["records"] == records
+        peaks[records] = max(data["peak_kb"].values())
+    assert peaks[20_000_000] <= peaks[2_000_000] * 1.25, peaks
