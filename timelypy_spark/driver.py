@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from timelypy.errors import ClusterError, ConfigError, TimelyError
+from timelypy_spark.progress import DriverProgress
 from timelypy_spark.rendezvous import Rendezvous
 from timelypy_spark.task import StreamProgram, TaskSpec, barrier_task
 
@@ -58,6 +59,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("timelypy_spark")
+
+#: Where the driver draws its live progress line (``None``: standard error); drawn only
+#: when it is a terminal (:mod:`timelypy_spark.progress`).
+PROGRESS_STREAM: Any = None
 
 R = TypeVar("R")
 
@@ -297,7 +302,7 @@ def execute(
         sc.parallelize(range(workers), workers),
         program,
         workers,
-        name=getattr(func, "__qualname__", type(func).__name__),
+        name=getattr(func, "__name__", type(func).__name__),
         flatten=False,
         timeout=timeout,
         attempts=attempts,
@@ -436,6 +441,7 @@ def _run_execution(
     root_found = False
     secondary_since: float | None = None
     cancelled = False
+    progress = DriverProgress(workers, name, PROGRESS_STREAM)
     thread.start()
     try:
         while thread.is_alive():
@@ -457,6 +463,12 @@ def _run_execution(
                     worker_error = (message.index, message.body)
                     if not _secondary(message.body):
                         root_found = True
+                elif message.kind == "log":
+                    # a worker's warning (a stall, a probe that stopped moving), forwarded
+                    log.log(message.body["level"], "[task %d] %s", message.index,
+                            message.body["text"])
+                elif message.kind == "progress":
+                    progress.report(message.index, message.body)
                 elif service is not None:
                     service.handle(rendezvous, identity, message)
             if lost is not None and not cancelled:
@@ -478,7 +490,9 @@ def _run_execution(
         for identity, message in rendezvous.poll(0.2 if "error" in outcome else 0):
             if message.kind == "error" and _better(worker_error, message):
                 worker_error = (message.index, message.body)
-            elif message.kind not in ("error", "register", "done") and service is not None:
+            elif message.kind == "log":
+                log.log(message.body["level"], "[task %d] %s", message.index, message.body["text"])
+            elif message.kind not in ("error", "register", "done", "progress") and service:
                 service.handle(rendezvous, identity, message)
     except BaseException:
         if not cancelled:
@@ -486,6 +500,7 @@ def _run_execution(
         thread.join(CANCEL_WAIT)
         raise
     finally:
+        progress.finish()
         rendezvous.close()
     thread.join(CANCEL_WAIT)
     if worker_error is not None and (root_found or lost is None):

@@ -100,7 +100,7 @@ def run(
         sc,
         rdd,
         _program(build, epochs, convert),
-        name=getattr(build, "__qualname__", type(build).__name__),
+        name=getattr(build, "__name__", type(build).__name__),
         collect=collect,
         timeout=timeout,
         attempts=attempts,

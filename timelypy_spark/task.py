@@ -29,6 +29,7 @@ by Spark with the rest of the task.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -61,6 +62,8 @@ STREAM_BATCHES = 64
 #: batch through a flat_map that fans out) is queued in pieces, so the queue holds
 #: at most STREAM_BATCHES * STREAM_RECORDS records whatever the input's size.
 STREAM_RECORDS = 4096
+#: Seconds between a worker's progress reports to the driver.
+PROGRESS_SECONDS = 1.0
 #: Seconds between checks while a queue of a streaming task is full or empty.
 POLL = 0.1
 #: Seconds a streaming task waits for its worker thread to stop once it is told to.
@@ -279,5 +282,68 @@ def _run(
     except BaseException:
         network.close()
         raise
-    results = initialize_from(ClusterTransport(network), config, func, report)
+    forward = _ForwardWarnings(channel)
+    logger = logging.getLogger("timelypy")
+    logger.addHandler(forward)
+
+    def with_progress(worker: Any) -> Any:
+        worker.activate_after(lambda: _send_progress(worker, channel), PROGRESS_SECONDS)
+        return func(worker)
+
+    try:
+        results = initialize_from(ClusterTransport(network), config, with_progress, report)
+    finally:
+        logger.removeHandler(forward)
     return results[0]
+
+
+def _send_progress(worker: Any, channel: TaskChannel) -> None:
+    """Tell the driver how far this worker got (a worker timer, every PROGRESS_SECONDS).
+
+    The first epoch not complete at any operator of the worker's dataflows,
+    the first its sources may still send, and the records they sent so far;
+    the driver shows them as a progress line (:mod:`timelypy_spark.driver`).
+    """
+    if not worker.has_dataflows():
+        return
+    frontiers: list[int] = []
+    inputs: list[int] = []
+    records = 0
+    for flow in worker.metrics()["dataflows"]:
+        for op in flow["operators"]:
+            frontiers += [t for t in op["frontier"] if type(t) is int]
+            if op["inputs"] == 0 and len(op["address"]) == 2:
+                records += op["records_out"]
+                inputs += [t for t in op["capabilities"] if type(t) is int]
+    body = {
+        "frontier": min(frontiers) if frontiers else None,
+        "inputs": min(inputs) if inputs else None,
+        "records": records,
+    }
+    try:
+        channel.send("progress", body)
+    except Exception:  # the driver is gone: the run is ending anyway
+        return
+    worker.activate_after(lambda: _send_progress(worker, channel), PROGRESS_SECONDS)
+
+
+class _ForwardWarnings(logging.Handler):
+    """Send the worker's ``timelypy`` warnings to the driver, which logs them too.
+
+    A stall warning or a probe that stopped moving (``Worker.watch_probe``)
+    is written on the executor, where nobody looks; the driver logs what
+    arrives as ``[task I] message``.  Only records of the worker's own thread
+    are sent: it is the one thread using the channel while the worker runs.
+    """
+
+    def __init__(self, channel: TaskChannel) -> None:
+        super().__init__(logging.WARNING)
+        self.channel = channel
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not threading.current_thread().name.startswith("timelypy-worker"):
+            return
+        try:
+            self.channel.send("log", {"level": record.levelno, "text": record.getMessage()})
+        except Exception:  # the driver is gone: the run is ending anyway
+            self.handleError(record)

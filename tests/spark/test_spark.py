@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -349,3 +350,89 @@ def test_worker_memory_stays_flat_as_the_output_grows(tmp_path):
         assert data["records"] == records
         peaks[records] = max(data["peak_kb"].values())
     assert peaks[20_000_000] <= peaks[2_000_000] * 1.25, peaks
+
+
+def test_a_stuck_probe_is_explained_on_the_driver(spark, idle, caplog):
+    # Worker 1 keeps a capability for a second: each task's watch_probe warning is
+    # forwarded to the driver, naming the worker that really holds the time.
+    def program(worker):
+        import time as clock
+
+        import timelypy as tp
+
+        probe = tp.ProbeHandle()
+        kept = []
+
+        def keeper(cap, info):
+            if info.worker_index == 1:
+                kept.append(cap.retain())
+            return lambda out: kept
+
+        worker.dataflow(lambda scope: tp.source(scope, "Holdout", keeper).probe_with(probe))
+        worker.watch_probe(probe, after=0.2, name="out")
+        deadline = clock.monotonic() + 1.5
+        while clock.monotonic() < deadline:
+            worker.step_or_park(0.05)
+        if kept:
+            kept.pop().drop()
+        return worker.index
+
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="timelypy_spark"):
+        assert timelypy_spark.execute(spark, program, workers=2) == [0, 1]
+    forwarded = [r.getMessage() for r in caplog.records if "has not moved" in r.getMessage()]
+    assert any(
+        m.startswith("[task 1] worker 1: probe 'out' has not moved from [0]")
+        and "operator 'Holdout' (address (0, 1)) holds a capability at 0" in m
+        for m in forwarded
+    ), forwarded
+    assert any(
+        m.startswith("[task 0] ") and "0 held on worker 0, 1 on other workers" in m
+        for m in forwarded
+    ), forwarded
+
+
+class _Terminal(list):
+    """A stream that says it is a terminal and keeps what is written."""
+
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        self.append(text)
+
+    def flush(self):
+        pass
+
+
+def test_the_driver_draws_the_workers_progress_on_its_terminal(spark, idle, monkeypatch):
+    driver = importlib.import_module("timelypy_spark.driver")
+    terminal = _Terminal()
+    monkeypatch.setattr(driver, "PROGRESS_STREAM", terminal)
+
+    def program(worker):
+        import time as clock
+
+        import timelypy as tp
+
+        handle, probe = tp.InputHandle(), tp.ProbeHandle()
+        worker.dataflow(lambda scope: scope.input_from(handle).map(str).probe_with(probe))
+        for epoch in range(25):  # 2.5 s: two or three reports per worker
+            handle.send_batch(list(range(100)))
+            handle.advance_to(epoch + 1)
+            pause = clock.monotonic() + 0.1
+            while clock.monotonic() < pause:
+                worker.step_or_park(0.01)
+        handle.close()
+        return worker.index
+
+    assert timelypy_spark.execute(spark, program, workers=2) == [0, 1]
+    frames = [frame for frame in "".join(terminal).split("\r\x1b[K") if frame]
+    assert frames, terminal
+    assert frames[-1].endswith("\n")
+    assert all(frame.startswith("timelypy program on Spark: ") for frame in frames), frames
+    assert any(
+        re.search(r"epoch \d+ complete below \| inputs at \d+ \| .*records/s \| 2/2 tasks", f)
+        for f in frames
+    ), frames
