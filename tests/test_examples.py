@@ -293,3 +293,13 @@ def test_metrics_server():
 
 def test_live_progress():
     assert run("live_progress.py") == ["sent 100,000 records"]  # stderr is not a terminal
+
+
+def test_why_not_complete():
+    assert run("why_not_complete.py") == [
+        "worker 0: a capability at 0 on output 0 of operator 'Holdout' (address (0, 1)): "
+        "0 held on worker 0, 1 on other workers",
+        "worker 1: worker 1: operator 'Holdout' (address (0, 1)) holds a capability at 0 "
+        "on output 0",
+        "complete on both workers",
+    ]
