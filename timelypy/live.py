@@ -31,7 +31,7 @@ from typing import Any, TextIO
 from timelypy.dataflow.probe import ProbeHandle
 from timelypy.worker import Worker
 
-__all__ = ["ProgressLine", "show_progress"]
+__all__ = ["ProgressLine", "show_progress", "format_rate"]
 
 _lock = threading.Lock()
 _lines: dict[int, ProgressLine] = {}  # by id(out): one line per stream
@@ -78,8 +78,8 @@ class ProgressLine:
             then, last_output, last_records = self._last
             elapsed = max(now - then, 1e-9)
             if output is not None and last_output is not None:
-                rate = f" | {_count((output - last_output) / elapsed)} epochs/s"
-            rate += f" | {_count((records - last_records) / elapsed)} records/s"
+                rate = f" | {format_rate((output - last_output) / elapsed)} epochs/s"
+            rate += f" | {format_rate((records - last_records) / elapsed)} records/s"
         self._last = (now, output, records)
         where = "done" if output is None and self.probe.done() else _epoch(output)
         text = f"timelypy: {self.name} at {where}"
@@ -97,7 +97,7 @@ class ProgressLine:
         _, records = self._sources(completed=True)
         return (
             f"timelypy: {self.name} done: {records:,} records in {elapsed:.1f} s "
-            f"({_count(records / elapsed)} records/s)"
+            f"({format_rate(records / elapsed)} records/s)"
         )
 
     def finish(self) -> None:
@@ -189,8 +189,12 @@ def _epoch(epoch: int | None) -> str:
     return "?" if epoch is None else f"{epoch:,}"
 
 
-def _count(value: float) -> str:
-    """A rate or count with a k/M suffix: ``1.21 M``, ``402``."""
+def format_rate(value: float) -> str:
+    """A rate or count with a k/M suffix, as the progress lines show them.
+
+    >>> format_rate(1_210_000), format_rate(402.4), format_rate(12_345)
+    ('1.21 M', '402', '12.3 k')
+    """
     value = max(value, 0.0)
     if value >= 1e6:
         return f"{value / 1e6:.2f} M"

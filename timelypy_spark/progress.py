@@ -22,6 +22,8 @@ import sys
 import time
 from typing import Any, TextIO
 
+from timelypy.live import format_rate
+
 __all__ = ["DriverProgress"]
 
 
@@ -69,8 +71,8 @@ class DriverProgress:
             then, last_first, last_records = self._last
             elapsed = max(now - then, 1e-9)
             if first is not None and last_first is not None:
-                text += f" | {_count((first - last_first) / elapsed)} epochs/s"
-            text += f" | {_count((records - last_records) / elapsed)} records/s"
+                text += f" | {format_rate((first - last_first) / elapsed)} epochs/s"
+            text += f" | {format_rate((records - last_records) / elapsed)} records/s"
         self._last = (now, first, records)
         return text + f" | {len(reports)}/{self.workers} tasks reporting"
 
@@ -87,11 +89,3 @@ class DriverProgress:
         except (OSError, ValueError):
             self.enabled = False
 
-
-def _count(value: float) -> str:
-    value = max(value, 0.0)
-    if value >= 1e6:
-        return f"{value / 1e6:.2f} M"
-    if value >= 1e4:
-        return f"{value / 1e3:.1f} k"
-    return f"{value:,.0f}"

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from timelypy.errors import FlowError
-from timelypy.flow.inputs import AdvanceTo, Emit, InputItem, PartitionedInputConfig
+from timelypy.flow.inputs import InputItem, PartitionedInputConfig, epochs_from_pairs
 from timelypy.flow.outputs import ManualOutputConfig, OutputWriter
 
 __all__ = ["TestingSource", "TestingSink", "items_by_epoch"]
@@ -110,14 +110,7 @@ class TestingSource(PartitionedInputConfig):
         return self._read(names.index(part), resume_epoch)
 
     def _read(self, index: int, resume_epoch: int) -> Iterator[InputItem]:
-        current: int | None = None
-        for epoch, item in self.pairs[index :: self.parts]:
-            if epoch < resume_epoch:
-                continue
-            if epoch != current:
-                current = epoch
-                yield AdvanceTo(epoch)
-            yield Emit(item)
+        return epochs_from_pairs(self.pairs[index :: self.parts], resume_epoch)
 
     def __repr__(self) -> str:
         return f"TestingSource({len(self.pairs)} pairs, parts={self.parts})"
