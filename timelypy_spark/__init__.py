@@ -6,6 +6,8 @@
 * :func:`run_flow` -- a :class:`timelypy.flow.Dataflow` (the seeds' epoch
   layer) over an RDD, a DataFrame or a partitioned input; its captured
   ``(epoch, item)`` pairs back as an RDD or DataFrame.
+* :func:`iter_flow` -- the same, its results yielded on the driver epoch by
+  epoch while the flow runs (long and unbounded sources).
 * :func:`ship_package` -- make timelypy importable on executors that do not
   have it installed.
 * :func:`session` -- a quiet SparkSession with timelypy-friendly settings.
@@ -16,7 +18,7 @@ the clock (``epoch_length``), never from a count per worker
 """
 
 from timelypy_spark.driver import SparkJobError, check_slots, execute
-from timelypy_spark.flow import run_flow
+from timelypy_spark.flow import iter_flow, run_flow
 from timelypy_spark.io import run
 from timelypy_spark.session import session
 from timelypy_spark.ship import ship_package
@@ -25,6 +27,7 @@ __all__ = [
     "execute",
     "run",
     "run_flow",
+    "iter_flow",
     "session",
     "ship_package",
     "check_slots",

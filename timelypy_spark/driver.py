@@ -92,6 +92,9 @@ class AttemptService:
     succeeded).
     """
 
+    #: The Spark job group of the attempt that runs now (set before :meth:`start`).
+    job_group: str = ""
+
     def start(self, attempt: int) -> None:
         """Prepare for attempt number ``attempt`` (0, 1, ...)."""
 
@@ -363,6 +366,7 @@ def run_barrier(
     last_error: BaseException | None = None
     for execution in range(attempts + 1):
         if service is not None:
+            service.job_group = f"timelypy-{run}-{execution}"
             service.start(execution)
         try:
             value = _run_execution(

@@ -39,15 +39,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import queue
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from timelypy.errors import ConfigError, FlowError
 from timelypy.flow.dataflow import Dataflow
-from timelypy.flow.driver import flow_program
+from timelypy.flow.driver import FlowWorker, flow_program
 from timelypy.flow.inputs import InputConfig, ManualInputConfig, epochs_from_pairs
 from timelypy.recovery import AttachedExecution, RecoveryConfig
-from timelypy_spark.driver import default_workers, spark_context
+from timelypy_spark.driver import AttemptService, default_workers, spark_context
 from timelypy_spark.epochs import Epochs, memory_mb
 from timelypy_spark.io import (
     as_rdd,
@@ -59,7 +61,10 @@ from timelypy_spark.io import (
 from timelypy_spark.recovery import RemoteStore, StoreService
 from timelypy_spark.task import EmitBatch, StreamProgram, TaskContext
 
-__all__ = ["run_flow", "flow_rows", "frame_schema"]
+__all__ = ["run_flow", "iter_flow", "flow_rows", "frame_schema"]
+
+#: Seconds between a task's checks of its flow's frontier, for :func:`iter_flow`.
+FRONTIER_SECONDS = 0.05
 
 
 def run_flow(
@@ -122,37 +127,10 @@ def run_flow(
     if epoch_column is not None and (not isinstance(epoch_column, str) or not epoch_column):
         raise ConfigError(f"epoch_column must be a column name or None, got {epoch_column!r}")
     sc = spark_context(spark)
-    own = flow.input_config
-    if source is None or isinstance(source, InputConfig):
-        if source is None and own is None:
-            raise FlowError(
-                "the flow has no input: pass a source (an RDD, a DataFrame or an input config) "
-                "or start the flow with flow.input(step_id, input_config)"
-            )
-        if source is not None and own is not None:
-            raise FlowError("the flow already has an input step; run it with source=None")
-        if epoch_of is not None or epoch_length is not None or presorted:
-            raise ConfigError(
-                "epoch_of, epoch_length and presorted apply to RDD and DataFrame records; an "
-                "input config's readers give their epochs with AdvanceTo"
-            )
-        config = source if source is not None else own
-        assert config is not None
-        workers = check_workers(default_workers(sc, workers))
-        rdd = sc.parallelize([], workers)
-        program = _config_program(flow, config, recovery_config)
-    else:
-        if own is not None:
-            raise FlowError(
-                "the flow already has an input step; run it with source=None, or build it "
-                "without flow.input to read an RDD or a DataFrame"
-            )
-        epochs = Epochs.of(
-            epoch_of, epoch_length, presorted=presorted, sort_memory_mb=memory_mb(sc.getConf())
-        )
-        convert = row_converter(source, row_type)
-        rdd = as_rdd(source, workers, "run_flow()")
-        program = _records_program(flow, epochs, convert, recovery_config)
+    rdd, program = _flow_input(
+        sc, flow, source, workers, epoch_of, epoch_length, presorted, row_type,
+        recovery_config, deliver=False,
+    )
     output_schema = None if schema is None else frame_schema(spark, schema, epoch_column)
     with contextlib.ExitStack() as stack:
         service = None
@@ -186,6 +164,177 @@ def flow_name(flow: Dataflow) -> str:
     if len(steps) == 1:
         return f"flow {steps[0].step_id}"
     return f"flow {steps[0].step_id}..{steps[-1].step_id} ({len(steps)} steps)"
+
+
+def iter_flow(
+    spark: Any,
+    flow: Dataflow,
+    source: Any = None,
+    workers: int | None = None,
+    *,
+    epoch_of: Callable[[Any], int] | None = None,
+    epoch_length: float | datetime.timedelta | None = None,
+    presorted: bool = False,
+    row_type: str = "tuple",
+    timeout: float | None = None,
+    serializer: str | None = None,
+    connect_timeout: float | None = None,
+) -> Iterator[tuple[int, list[Any]]]:
+    """Run ``flow`` on Spark; yield ``(epoch, items)`` on the driver as each epoch completes.
+
+    Like :func:`run_flow` (the same ``source`` kinds and keywords), except
+    that the items its ``capture()`` steps see travel from the tasks to the
+    driver while the flow runs, and each epoch is yielded, in epoch order,
+    once every worker's frontier has passed it -- so a long or unbounded
+    source (an input config whose readers keep going, epochs by the clock)
+    gives results as it goes, not when the Spark job ends.  ``items`` are
+    the epoch's items from every worker, in no particular order (an epoch
+    with no items is not yielded).  Leaving the loop early cancels the run.
+    A failed run raises when the iterator reaches the failure; there are no
+    retries (use :func:`run_flow` with ``attempts`` and recovery for those).
+    """
+    if not isinstance(flow, Dataflow):
+        raise FlowError(f"iter_flow needs a timelypy.flow.Dataflow, got {flow!r}")
+    sc = spark_context(spark)
+    rdd, program = _flow_input(
+        sc, flow, source, workers, epoch_of, epoch_length, presorted, row_type, None,
+        deliver=True,
+    )
+    collector = EpochCollector(rdd.getNumPartitions())
+    outcome: dict[str, Any] = {}
+
+    def job() -> None:
+        try:
+            run_streaming(
+                sc, rdd, program, name=flow_name(flow), collect=True, timeout=timeout,
+                attempts=0, serializer=serializer, connect_timeout=connect_timeout,
+                service=collector,
+            )
+        except BaseException as exc:
+            outcome["error"] = exc
+        finally:
+            collector.finished()
+
+    thread = threading.Thread(target=job, name="timelypy-spark-iter-flow", daemon=True)
+    thread.start()
+    finished = False
+    try:
+        yield from collector.epochs()
+        thread.join()
+        finished = True
+    finally:
+        if not finished:  # the caller stopped early, or the run failed
+            if collector.job_group:
+                sc.cancelJobGroup(collector.job_group)
+            thread.join(CANCEL_JOIN_SECONDS)
+    if "error" in outcome:
+        raise outcome["error"]
+
+
+#: Seconds :func:`iter_flow` waits for its run to end once the caller stopped reading.
+CANCEL_JOIN_SECONDS = 30.0
+
+
+class EpochCollector(AttemptService):
+    """The driver's side of :func:`iter_flow`: items and frontiers from the tasks, by epoch.
+
+    The driver's rendezvous loop (another thread) hands it every task
+    message; :meth:`epochs` (the caller's thread) yields an epoch once every
+    task has reported a frontier past it, or finished.  Each task sends its
+    items before the frontier that passes them, on one channel, so an epoch
+    is complete when it is yielded.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
+
+    def handle(self, rendezvous: Any, identity: bytes, message: Any) -> bool:
+        """Queue the task's items, frontier or end for :meth:`epochs`."""
+        if message.kind == "epoch.items":
+            epoch, items = message.body
+            self._events.put(("items", message.index, epoch, items))
+        elif message.kind == "epoch.frontier":
+            self._events.put(("frontier", message.index, message.body))
+        elif message.kind == "done":
+            self._events.put(("frontier", message.index, None))
+        else:
+            return False
+        return True
+
+    def finished(self) -> None:
+        """The run ended (the driver's loop will send nothing more)."""
+        self._events.put(("end",))
+
+    def epochs(self) -> Iterator[tuple[int, list[Any]]]:
+        """Yield ``(epoch, items)`` as epochs complete; return when the run ends."""
+        pending: dict[int, list[Any]] = {}
+        frontiers: dict[int, float] = dict.fromkeys(range(self.workers), 0)
+        while True:
+            event = self._events.get()
+            if event[0] == "end":
+                break
+            if event[0] == "items":
+                _, _, epoch, items = event
+                pending.setdefault(epoch, []).extend(items)
+                continue
+            _, index, first = event
+            frontiers[index] = float("inf") if first is None else first
+            low = min(frontiers.values())
+            for epoch in sorted(e for e in pending if e < low):
+                yield epoch, pending.pop(epoch)
+        ended_ok = all(f == float("inf") for f in frontiers.values())
+        if ended_ok:
+            for epoch in sorted(pending):
+                yield epoch, pending.pop(epoch)
+
+
+def _flow_input(
+    sc: Any,
+    flow: Dataflow,
+    source: Any,
+    workers: int | None,
+    epoch_of: Callable[[Any], int] | None,
+    epoch_length: float | datetime.timedelta | None,
+    presorted: bool,
+    row_type: str,
+    recovery_config: RecoveryConfig | None,
+    *,
+    deliver: bool,
+) -> tuple[Any, StreamProgram]:
+    """The RDD the barrier stage runs over and the tasks' program, for ``source``."""
+    own = flow.input_config
+    if source is None or isinstance(source, InputConfig):
+        if source is None and own is None:
+            raise FlowError(
+                "the flow has no input: pass a source (an RDD, a DataFrame or an input config) "
+                "or start the flow with flow.input(step_id, input_config)"
+            )
+        if source is not None and own is not None:
+            raise FlowError("the flow already has an input step; run it with source=None")
+        if epoch_of is not None or epoch_length is not None or presorted:
+            raise ConfigError(
+                "epoch_of, epoch_length and presorted apply to RDD and DataFrame records; an "
+                "input config's readers give their epochs with AdvanceTo"
+            )
+        config = source if source is not None else own
+        assert config is not None
+        workers = check_workers(default_workers(sc, workers))
+        rdd = sc.parallelize([], workers)
+        program = _config_program(flow, config, recovery_config, deliver)
+    else:
+        if own is not None:
+            raise FlowError(
+                "the flow already has an input step; run it with source=None, or build it "
+                "without flow.input to read an RDD or a DataFrame"
+            )
+        epochs = Epochs.of(
+            epoch_of, epoch_length, presorted=presorted, sort_memory_mb=memory_mb(sc.getConf())
+        )
+        convert = row_converter(source, row_type)
+        rdd = as_rdd(source, workers, "run_flow()")
+        program = _records_program(flow, epochs, convert, recovery_config, deliver)
+    return rdd, program
 
 
 def frame_schema(spark: Any, schema: Any, epoch_column: str | None) -> Any:
@@ -239,12 +388,15 @@ def _run_task(
     emit: EmitBatch,
     task: TaskContext,
     recovery_config: RecoveryConfig | None,
+    deliver: bool = False,
 ) -> None:
     """Run the flow on this task's worker, its captured items emitted as ``(epoch, item)``.
 
     With recovery, the task joins the execution its driver began: it first
     re-emits what earlier executions of this call captured before the
-    resume epoch, and logs what it captures itself.
+    resume epoch, and logs what it captures itself.  With ``deliver`` the
+    items go to the driver over the task's channel instead, with the flow's
+    frontier whenever it moves (:func:`iter_flow`).
     """
     attached = None
     log_output: Callable[[int, list[Any]], None] | None = None
@@ -256,10 +408,27 @@ def _run_task(
         log_output = store.remote_writer.log_output
 
     def collect(epoch: int, items: list[Any]) -> None:
+        if deliver:
+            task.channel.send("epoch.items", (epoch, items))
+            return
         pairs = [(epoch, item) for item in items]
         if log_output is not None:
             log_output(epoch, pairs)
         emit(pairs)
+
+    def report_frontier(runner: FlowWorker) -> None:
+        last: list[Any] = [None]
+
+        def report() -> None:
+            frontier = runner.probe.frontier()
+            first = min(frontier) if frontier else None
+            if first != last[0]:
+                last[0] = first
+                task.channel.send("epoch.frontier", first)
+            if first is not None:
+                worker.activate_after(report, FRONTIER_SECONDS)
+
+        report()
 
     flow_program(
         flow,
@@ -268,18 +437,20 @@ def _run_task(
         collect_on=None,
         cancelled=task.cancelled,
         recovery_config=attached,
+        on_built=report_frontier if deliver else None,
     )(worker)
 
 
 def _config_program(
-    flow: Dataflow, config: InputConfig, recovery_config: RecoveryConfig | None
+    flow: Dataflow, config: InputConfig, recovery_config: RecoveryConfig | None,
+    deliver: bool = False,
 ) -> StreamProgram:
     """Each task a worker of the flow, reading ``config`` (primaries agreed among the tasks)."""
 
     def program(
         worker: Any, partition: Iterator[Any], emit: EmitBatch, task: TaskContext
     ) -> None:
-        _run_task(worker, flow, config, emit, task, recovery_config)
+        _run_task(worker, flow, config, emit, task, recovery_config, deliver)
 
     return program
 
@@ -289,6 +460,7 @@ def _records_program(
     epochs: Epochs,
     convert: Callable[[Any], Any] | None,
     recovery_config: RecoveryConfig | None,
+    deliver: bool = False,
 ) -> StreamProgram:
     """Each task a worker of the flow, reading its own partition at the records' epochs."""
 
@@ -304,7 +476,8 @@ def _records_program(
             return epochs_from_pairs(epochs.pairs(records, where), resume_epoch)
 
         _run_task(
-            worker, flow, ManualInputConfig(input_builder), emit, task, recovery_config
+            worker, flow, ManualInputConfig(input_builder), emit, task, recovery_config,
+            deliver,
         )
 
     return program

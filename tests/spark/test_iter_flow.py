@@ -1,0 +1,71 @@
+"""``iter_flow``: a flow's results on the driver, epoch by epoch, while it runs on Spark."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+
+import timelypy_spark
+from timelypy.flow import Dataflow
+from timelypy.flow.inputs import AdvanceTo, Emit, ManualInputConfig
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+
+def doubled() -> Dataflow:
+    flow = Dataflow()
+    flow.map(lambda n: n * 2)
+    flow.capture()
+    return flow
+
+
+def test_epochs_come_in_order_with_every_workers_items(spark, idle):
+    rdd = spark.sparkContext.parallelize(range(300), 3)
+    got = list(
+        timelypy_spark.iter_flow(spark, doubled(), rdd, workers=3, epoch_of=lambda n: n // 50)
+    )
+    assert [epoch for epoch, _ in got] == [0, 1, 2, 3, 4, 5]
+    for epoch, items in got:
+        assert Counter(items) == Counter(n * 2 for n in range(epoch * 50, epoch * 50 + 50))
+    expected = timelypy_spark.run_flow(
+        spark, doubled(), rdd, workers=3, epoch_of=lambda n: n // 50, collect=True
+    )
+    assert Counter((e, i) for e, items in got for i in items) == Counter(expected)
+
+
+def slow_reader(worker_index, worker_count, resume_epoch):
+    for epoch in range(8):
+        yield AdvanceTo(epoch)
+        for i in range(worker_index, 20, worker_count):
+            yield Emit(i)
+        time.sleep(0.4)  # an epoch every 0.4 s: a stream, not a file
+
+
+def slow_flow() -> Dataflow:
+    flow = Dataflow()
+    flow.input("ticks", ManualInputConfig(slow_reader))
+    flow.map(lambda i: i + 1)
+    flow.capture()
+    return flow
+
+
+def test_results_arrive_while_the_flow_runs(spark, idle):
+    started = time.monotonic()
+    arrivals = []
+    for epoch, items in timelypy_spark.iter_flow(spark, slow_flow(), workers=2):
+        arrivals.append((epoch, time.monotonic() - started))
+        assert sorted(items) == list(range(1, 21))
+    assert [epoch for epoch, _ in arrivals] == list(range(8))
+    # the first epoch came long before the last: 7 more epochs took >= 2.8 s
+    assert arrivals[-1][1] - arrivals[0][1] >= 2.0, arrivals
+
+
+def test_leaving_the_loop_cancels_the_run(spark, idle):
+    started = time.monotonic()
+    for epoch, _ in timelypy_spark.iter_flow(spark, slow_flow(), workers=2):
+        if epoch == 1:
+            break
+    assert time.monotonic() - started < 60
+    # the idle fixture checks that no Spark job is left running
