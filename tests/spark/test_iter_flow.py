@@ -69,3 +69,36 @@ def test_leaving_the_loop_cancels_the_run(spark, idle):
             break
     assert time.monotonic() - started < 60
     # the idle fixture checks that no Spark job is left running
+
+
+def test_a_directory_that_keeps_filling_gives_results_as_it_fills(spark, idle, tmp_path):
+    # files keep arriving while the flow runs on Spark; each epoch's lines reach the
+    # driver before the last file is even written, and the _DONE file stops the run
+    import threading
+
+    from timelypy.flow import DirectoryInput
+
+    def write():
+        for n in range(6):
+            temporary = tmp_path / f".f{n}"
+            temporary.write_text(f"file{n} a\nfile{n} b\n")
+            temporary.rename(tmp_path / f"f{n}.txt")
+            time.sleep(0.5)
+        (tmp_path / "_DONE").write_text("")
+
+    flow = Dataflow()
+    flow.input("lines", DirectoryInput(tmp_path, epoch_length=0.25, parts=2, poll=0.05))
+    flow.map(lambda line: line.split()[0])
+    flow.capture()
+    writer = threading.Thread(target=write)
+    seen, first_at = Counter(), None
+    writer.start()
+    try:
+        for _, items in timelypy_spark.iter_flow(spark, flow, workers=2):
+            if first_at is None:
+                first_at = time.monotonic()
+                assert writer.is_alive(), "the first epoch came only after the last file"
+            seen.update(items)
+    finally:
+        writer.join()
+    assert seen == Counter({f"file{n}": 2 for n in range(6)})

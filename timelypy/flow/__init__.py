@@ -28,6 +28,7 @@ The layer is built only on the runtime's public API
 
 from timelypy.flow import inputs, outputs, window
 from timelypy.flow.dataflow import Dataflow, Step
+from timelypy.flow.directory import DirectoryInput
 from timelypy.flow.inputs import (
     AdvanceTo,
     Emit,
@@ -76,6 +77,7 @@ __all__ = [
     "Emit",
     "ManualInputConfig",
     "PartitionedInputConfig",
+    "DirectoryInput",
     "single_batch",
     "tumbling_epoch",
     "fully_ordered",
