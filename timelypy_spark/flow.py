@@ -64,7 +64,7 @@ from timelypy_spark.task import EmitBatch, StreamProgram, TaskContext
 __all__ = ["run_flow", "iter_flow", "flow_rows", "frame_schema"]
 
 #: Seconds between a task's checks of its flow's frontier, for :func:`iter_flow`.
-FRONTIER_SECONDS = 0.05
+FRONTIER_SECONDS = 0.01
 
 
 def run_flow(
