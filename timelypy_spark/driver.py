@@ -60,6 +60,10 @@ __all__ = [
 
 log = logging.getLogger("timelypy_spark")
 
+#: Seconds the driver waits, after a successful job, for every task's "done" when a
+#: service (recovery, iter_flow) needs everything the tasks sent before it.
+DONE_WAIT = 5.0
+
 #: Where the driver draws its live progress line (``None``: standard error); drawn only
 #: when it is a terminal (:mod:`timelypy_spark.progress`).
 PROGRESS_STREAM: Any = None
@@ -446,6 +450,7 @@ def _run_execution(
     secondary_since: float | None = None
     cancelled = False
     progress = DriverProgress(workers, name, PROGRESS_STREAM)
+    finished: set[int] = set()  # the tasks whose "done" arrived
     thread.start()
     try:
         while thread.is_alive():
@@ -473,6 +478,10 @@ def _run_execution(
                             message.body["text"])
                 elif message.kind == "progress":
                     progress.report(message.index, message.body)
+                elif message.kind == "done":
+                    finished.add(message.index)
+                    if service is not None:
+                        service.handle(rendezvous, identity, message)
                 elif service is not None:
                     service.handle(rendezvous, identity, message)
             if lost is not None and not cancelled:
@@ -491,13 +500,28 @@ def _run_execution(
                 outcome["timeout"] = True
         # Errors sent just before a failed job ended may still be in the socket
         # (a task reports before it fails, so a successful job has none to wait for).
-        for identity, message in rendezvous.poll(0.2 if "error" in outcome else 0):
-            if message.kind == "error" and _better(worker_error, message):
-                worker_error = (message.index, message.body)
-            elif message.kind == "log":
-                log.log(message.body["level"], "[task %d] %s", message.index, message.body["text"])
-            elif message.kind not in ("error", "register", "done", "progress") and service:
-                service.handle(rendezvous, identity, message)
+        # A service also gets every task's "done", and what each task sent before it:
+        # after a successful job every task sent one, so wait (bounded) for them all.
+        drain_until = time.monotonic() + (
+            DONE_WAIT if service is not None and "error" not in outcome else 0.0
+        )
+        wait = 0.2 if "error" in outcome else 0.0
+        while True:
+            for identity, message in rendezvous.poll(wait):
+                if message.kind == "error" and _better(worker_error, message):
+                    worker_error = (message.index, message.body)
+                elif message.kind == "log":
+                    log.log(message.body["level"], "[task %d] %s", message.index,
+                            message.body["text"])
+                elif message.kind == "done":
+                    finished.add(message.index)
+                    if service is not None:
+                        service.handle(rendezvous, identity, message)
+                elif message.kind not in ("error", "register", "progress") and service:
+                    service.handle(rendezvous, identity, message)
+            if len(finished) >= workers or time.monotonic() >= drain_until:
+                break
+            wait = 0.05
     except BaseException:
         if not cancelled:
             sc.cancelJobGroup(group)

@@ -44,7 +44,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from timelypy.errors import ConfigError, FlowError
+from timelypy.errors import ClusterError, ConfigError, FlowError
 from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.driver import FlowWorker, flow_program
 from timelypy.flow.inputs import InputConfig, ManualInputConfig, epochs_from_pairs
@@ -229,6 +229,11 @@ def iter_flow(
             thread.join(CANCEL_JOIN_SECONDS)
     if "error" in outcome:
         raise outcome["error"]
+    if collector.missing:
+        raise ClusterError(
+            f"the Spark job of iter_flow ended, but the end of worker(s) {collector.missing} "
+            "never reached the driver: their last epochs may be missing"
+        )
 
 
 #: Seconds :func:`iter_flow` waits for its run to end once the caller stopped reading.
@@ -247,6 +252,7 @@ class EpochCollector(AttemptService):
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
+        self.missing: list[int] = []
         self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
 
     def handle(self, rendezvous: Any, identity: bytes, message: Any) -> bool:
@@ -283,10 +289,12 @@ class EpochCollector(AttemptService):
             low = min(frontiers.values())
             for epoch in sorted(e for e in pending if e < low):
                 yield epoch, pending.pop(epoch)
-        ended_ok = all(f == float("inf") for f in frontiers.values())
-        if ended_ok:
+        missing = sorted(index for index, f in frontiers.items() if f != float("inf"))
+        if not missing:
             for epoch in sorted(pending):
                 yield epoch, pending.pop(epoch)
+        #: The tasks whose end never reached the driver (their last items may be lost).
+        self.missing = missing
 
 
 def _flow_input(

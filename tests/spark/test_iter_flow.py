@@ -102,3 +102,45 @@ def test_a_directory_that_keeps_filling_gives_results_as_it_fills(spark, idle, t
     finally:
         writer.join()
     assert seen == Counter({f"file{n}": 2 for n in range(6)})
+
+
+class _Message:
+    def __init__(self, kind, index, body=None):
+        self.kind, self.index, self.body = kind, index, body
+
+
+def test_the_collector_yields_an_epoch_once_every_task_passed_it():
+    from timelypy_spark.flow import EpochCollector
+
+    collector = EpochCollector(2)
+    for message in [
+        _Message("epoch.items", 0, (0, ["a"])),
+        _Message("epoch.items", 1, (0, ["b"])),
+        _Message("epoch.frontier", 0, 1),       # task 1 has not passed 0 yet
+        _Message("epoch.items", 0, (1, ["c"])),
+        _Message("epoch.items", 1, (1, ["d"])),  # a task's items precede its frontier
+        _Message("epoch.frontier", 1, 2),       # now both passed 0; 1 waits for task 0
+        _Message("done", 0),
+        _Message("done", 1),
+    ]:
+        assert collector.handle(None, b"", message)
+    assert not collector.handle(None, b"", _Message("recovery.commit", 0))
+    collector.finished()
+    got = [(epoch, sorted(items)) for epoch, items in collector.epochs()]
+    assert got == [(0, ["a", "b"]), (1, ["c", "d"])]
+    assert collector.missing == []
+
+
+def test_the_collector_keeps_what_a_task_that_never_ended_may_not_have_sent():
+    from timelypy_spark.flow import EpochCollector
+
+    collector = EpochCollector(2)
+    for message in [
+        _Message("epoch.items", 0, (0, ["a"])),
+        _Message("done", 0),
+        _Message("epoch.items", 1, (0, ["b"])),  # task 1's end never comes
+    ]:
+        collector.handle(None, b"", message)
+    collector.finished()
+    assert list(collector.epochs()) == []  # epoch 0 may lack task 1's items: not yielded
+    assert collector.missing == [1]
