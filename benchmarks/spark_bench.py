@@ -75,7 +75,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     repeat = 3 if args.quick else args.repeat
     words = sum(expected.values())
 
-    spark = timelypy_spark.session(args.master, "timelypy-spark-bench")
+    spark = timelypy_spark.session(
+        args.master, "timelypy-spark-bench", spark__ui__showConsoleProgress="false"
+    )
     try:
         sc = spark.sparkContext
         cores = sc.defaultParallelism

@@ -40,7 +40,10 @@ def main() -> None:
     parser.add_argument("--master", default="local[4]", help="Spark master URL")
     parser.add_argument("--workers", type=int, default=4, help="timelypy workers (Spark tasks)")
     args = parser.parse_args()
-    spark = timelypy_spark.session(args.master, "timelypy-hello")
+    # quiet output: no Spark console progress bar between the lines (the web UI stays on)
+    spark = timelypy_spark.session(
+        args.master, "timelypy-hello", spark__ui__showConsoleProgress="false"
+    )
     try:
         for lines in timelypy_spark.execute(spark, hello, workers=args.workers):
             for line in lines:

@@ -89,7 +89,10 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="timelypy-wordcount-") as tmp:
         inputs = args.inputs or generate_text(Path(tmp), args.lines, args.workers)
-        spark = timelypy_spark.session(args.master, "timelypy-wordcount")
+        # quiet output: no Spark console progress bar over the result (the web UI stays on)
+        spark = timelypy_spark.session(
+            args.master, "timelypy-wordcount", spark__ui__showConsoleProgress="false"
+        )
         try:
             lines = spark.sparkContext.textFile(",".join(inputs), args.workers)
             if lines.getNumPartitions() != args.workers:

@@ -449,7 +449,11 @@ def _run_execution(
     root_found = False
     secondary_since: float | None = None
     cancelled = False
-    progress = DriverProgress(workers, name, PROGRESS_STREAM)
+    # Spark's own console progress bar draws on the same terminal: draw ours only without it
+    progress = DriverProgress(
+        workers, name, PROGRESS_STREAM,
+        enabled=sc.getConf().get("spark.ui.showConsoleProgress", "false").lower() != "true",
+    )
     finished: set[int] = set()  # the tasks whose "done" arrived
     thread.start()
     try:

@@ -11,9 +11,10 @@ the driver's standard error is a terminal, redraws one line at most every
     | inputs at 1,210 | 402 epochs/s | 1.21 M records/s | 4/4 tasks reporting
 
 (one line on the terminal), then ends it when the run ends.  Nothing is
-written elsewhere (a notebook's or a log's stream), and the Spark UI's job
-description, which Spark fixes when the job starts, names the run instead
-(see ``docs/spark.md``).
+written elsewhere (a notebook's or a log's stream), nor while Spark's own
+console progress bar is on (``spark.ui.showConsoleProgress``), which draws on
+the same terminal; the Spark UI's job description, which Spark fixes when
+the job starts, names the run instead (see ``docs/spark.md``).
 """
 
 from __future__ import annotations
@@ -31,14 +32,15 @@ class DriverProgress:
     """The latest report of each of ``workers`` tasks, drawn on ``out`` if it is a terminal."""
 
     def __init__(
-        self, workers: int, name: str, out: TextIO | None = None, every: float = 0.5
+        self, workers: int, name: str, out: TextIO | None = None, every: float = 0.5,
+        *, enabled: bool = True,
     ) -> None:
         self.workers = workers
         self.name = name
         self.out = out if out is not None else sys.stderr
         isatty = getattr(self.out, "isatty", None)
-        #: Whether the line is drawn (the stream is a terminal).
-        self.enabled = bool(isatty and isatty())
+        #: Whether the line is drawn (wanted, and the stream is a terminal).
+        self.enabled = enabled and bool(isatty and isatty())
         self.every = every
         self.reports: dict[int, dict[str, Any]] = {}
         self._drawn_at = 0.0

@@ -16,7 +16,10 @@ if shutil.which("java") is None:  # pragma: no cover - depends on the machine
 def spark():
     import timelypy_spark
 
-    session = timelypy_spark.session("local[4]", "timelypy-tests", spark__ui__enabled="false")
+    session = timelypy_spark.session(
+        "local[4]", "timelypy-tests", spark__ui__enabled="false",
+        spark__ui__showConsoleProgress="false",
+    )
     yield session
     session.stop()
 
