@@ -448,6 +448,8 @@ def test_record_the_codec_cannot_carry(tmp_path: Path) -> None:
         result.stderr,
     ), result.stderr
     assert 'serializer="pickle"' in result.stderr  # says what to do
+    # one name, the right one: not also the operator that sent the records
+    assert "raised in operator" not in result.stderr, result.stderr
     assert "points:" not in result.stdout
 
 

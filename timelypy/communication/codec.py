@@ -393,7 +393,7 @@ class _Unsupported(TypeError):
     """Raised inside the pack hook; turned into a SerializationError with context."""
 
     def __init__(self, value: object, what: str | None = None) -> None:
-        super().__init__(what or f"a {_type_label(value)}")
+        super().__init__(f"the codec cannot carry {what or 'a ' + _type_label(value)}")
         self.value = value
         self.what = what
 

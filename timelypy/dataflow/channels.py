@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from timelypy.errors import ExchangeKeyError
+from timelypy.errors import ExchangeKeyError, SerializationError
 from timelypy.events import Logger, MessagesEvent
 
 if TYPE_CHECKING:
@@ -172,9 +172,14 @@ class Exchange(Pact):
                 # One name, the right one: the operator whose key it is, not its sender.
                 _blame(error, operator.name, worker.index)
                 raise error from exc
-            for j, part in enumerate(parts):
-                if part:
-                    pushers[j]((time, part))
+            try:
+                for j, part in enumerate(parts):
+                    if part:
+                        pushers[j]((time, part))
+            except SerializationError as exc:
+                # the codec names this operator already: not the one sending to it
+                _blame(exc, operator.name, worker.index)
+                raise
 
         return push, mailbox, channel
 
