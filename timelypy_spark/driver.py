@@ -455,6 +455,20 @@ def _run_execution(
         enabled=sc.getConf().get("spark.ui.showConsoleProgress", "false").lower() != "true",
     )
     finished: set[int] = set()  # the tasks whose "done" arrived
+
+    def report(identity: bytes, message: Any) -> None:
+        """A task's message other than its registration or an error, in either loop."""
+        if message.kind == "log":
+            # a worker's warning (a stall, a probe that stopped moving), forwarded
+            log.log(message.body["level"], "[task %d] %s", message.index, message.body["text"])
+        elif message.kind == "progress":
+            progress.report(message.index, message.body)
+        elif message.kind not in ("register", "error"):
+            if message.kind == "done":
+                finished.add(message.index)
+            if service is not None:
+                service.handle(rendezvous, identity, message)
+
     thread.start()
     try:
         while thread.is_alive():
@@ -476,18 +490,8 @@ def _run_execution(
                     worker_error = (message.index, message.body)
                     if not _secondary(message.body):
                         root_found = True
-                elif message.kind == "log":
-                    # a worker's warning (a stall, a probe that stopped moving), forwarded
-                    log.log(message.body["level"], "[task %d] %s", message.index,
-                            message.body["text"])
-                elif message.kind == "progress":
-                    progress.report(message.index, message.body)
-                elif message.kind == "done":
-                    finished.add(message.index)
-                    if service is not None:
-                        service.handle(rendezvous, identity, message)
-                elif service is not None:
-                    service.handle(rendezvous, identity, message)
+                else:
+                    report(identity, message)
             if lost is not None and not cancelled:
                 sc.cancelJobGroup(group)
                 cancelled = True
@@ -514,15 +518,8 @@ def _run_execution(
             for identity, message in rendezvous.poll(wait):
                 if message.kind == "error" and _better(worker_error, message):
                     worker_error = (message.index, message.body)
-                elif message.kind == "log":
-                    log.log(message.body["level"], "[task %d] %s", message.index,
-                            message.body["text"])
-                elif message.kind == "done":
-                    finished.add(message.index)
-                    if service is not None:
-                        service.handle(rendezvous, identity, message)
-                elif message.kind not in ("error", "register", "progress") and service:
-                    service.handle(rendezvous, identity, message)
+                else:
+                    report(identity, message)
             if len(finished) >= workers or time.monotonic() >= drain_until:
                 break
             wait = 0.05
