@@ -29,9 +29,10 @@ import time
 from typing import Any, TextIO
 
 from timelypy.dataflow.probe import ProbeHandle
+from timelypy.progress.metrics import progress_summary
 from timelypy.worker import Worker
 
-__all__ = ["ProgressLine", "show_progress", "format_rate"]
+__all__ = ["ProgressLine", "show_progress", "format_rate", "Rates"]
 
 _lock = threading.Lock()
 _lines: dict[int, ProgressLine] = {}  # by id(out): one line per stream
@@ -56,7 +57,7 @@ class ProgressLine:
         self._workers: list[Worker] = []
         self._first_dataflow: dict[int, int] = {}  # per worker: the first dataflow counted
         self._started = time.monotonic()
-        self._last: tuple[float, int | None, int] | None = None  # (time, output epoch, records)
+        self._rates = Rates()
         self._finished = False
 
     def add(self, worker: Worker) -> None:
@@ -73,14 +74,7 @@ class ProgressLine:
         now = time.monotonic()
         output = _first_int(self.probe.frontier())
         inputs, records = self._sources()
-        rate = ""
-        if self._last is not None:
-            then, last_output, last_records = self._last
-            elapsed = max(now - then, 1e-9)
-            if output is not None and last_output is not None:
-                rate = f" | {format_rate((output - last_output) / elapsed)} epochs/s"
-            rate += f" | {format_rate((records - last_records) / elapsed)} records/s"
-        self._last = (now, output, records)
+        rate = self._rates.since_last(now, output, records)
         where = "done" if output is None and self.probe.done() else _epoch(output)
         text = f"timelypy: {self.name} at {where}"
         if inputs is not None:
@@ -129,21 +123,41 @@ class ProgressLine:
 
     def _sources(self, completed: bool = False) -> tuple[int | None, int]:
         """The source operators' first epoch (over the workers) and their records sent."""
-        firsts: list[int] = []
-        records = 0
-        for worker in list(self._workers):
-            for flow in worker.metrics(completed=completed)["dataflows"]:
-                if flow["complete"] and flow["dataflow"] < self._first_dataflow.get(
-                    worker.index, 0
-                ):
-                    continue  # completed before this line started
-                for op in flow["operators"]:
-                    if op["inputs"] == 0 and len(op["address"]) == 2:
-                        records += op["records_out"]
-                        first = _first_int(op["capabilities"])
-                        if first is not None:
-                            firsts.append(first)
-        return (min(firsts) if firsts else None), records
+        flows = [
+            flow
+            for worker in list(self._workers)
+            for flow in worker.metrics(completed=completed)["dataflows"]
+            # not those that completed before this line started
+            if not flow["complete"] or flow["dataflow"] >= self._first_dataflow[worker.index]
+        ]
+        summary = progress_summary(flows)
+        return summary["inputs"], summary["records"]
+
+
+class Rates:
+    """Epochs and records per second between two readings of a progress line.
+
+    >>> rates = Rates()
+    >>> rates.since_last(0.0, 10, 0)        # the first reading has nothing to compare
+    ''
+    >>> rates.since_last(2.0, 30, 50_000)
+    ' | 10 epochs/s | 25.0 k records/s'
+    """
+
+    def __init__(self) -> None:
+        self._last: tuple[float, int | None, int] | None = None  # (time, epoch, records)
+
+    def since_last(self, now: float, epoch: int | None, records: int) -> str:
+        """`` | E epochs/s | R records/s`` since the previous reading (``""`` at the first)."""
+        text = ""
+        if self._last is not None:
+            then, last_epoch, last_records = self._last
+            elapsed = max(now - then, 1e-9)
+            if epoch is not None and last_epoch is not None:
+                text = f" | {format_rate((epoch - last_epoch) / elapsed)} epochs/s"
+            text += f" | {format_rate((records - last_records) / elapsed)} records/s"
+        self._last = (now, epoch, records)
+        return text
 
 
 def show_progress(

@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from timelypy.live import format_rate
+from timelypy.live import Rates
 
 __all__ = ["DriverProgress"]
 
@@ -44,7 +44,7 @@ class DriverProgress:
         self.every = every
         self.reports: dict[int, dict[str, Any]] = {}
         self._drawn_at = 0.0
-        self._last: tuple[float, int | None, int] | None = None
+        self._rates = Rates()
         self._drawn = False
 
     def report(self, task: int, body: dict[str, Any]) -> None:
@@ -69,13 +69,7 @@ class DriverProgress:
         )
         if inputs:
             text += f" | inputs at {min(inputs):,}"
-        if self._last is not None:
-            then, last_first, last_records = self._last
-            elapsed = max(now - then, 1e-9)
-            if first is not None and last_first is not None:
-                text += f" | {format_rate((first - last_first) / elapsed)} epochs/s"
-            text += f" | {format_rate((records - last_records) / elapsed)} records/s"
-        self._last = (now, first, records)
+        text += self._rates.since_last(now, first, records)
         return text + f" | {len(reports)}/{self.workers} tasks reporting"
 
     def finish(self) -> None:

@@ -43,6 +43,7 @@ from timelypy.communication.config import Config
 from timelypy.communication.network import ClusterNetwork
 from timelypy.errors import ClusterError
 from timelypy.execute import initialize_from
+from timelypy.progress.metrics import progress_summary
 from timelypy_spark.rendezvous import TaskChannel, execution_tag, local_ip_towards
 
 __all__ = [
@@ -306,22 +307,8 @@ def _send_progress(worker: Any, channel: TaskChannel) -> None:
     """
     if not worker.has_dataflows():
         return
-    frontiers: list[int] = []
-    inputs: list[int] = []
-    records = 0
-    for flow in worker.metrics()["dataflows"]:
-        for op in flow["operators"]:
-            frontiers += [t for t in op["frontier"] if type(t) is int]
-            if op["inputs"] == 0 and len(op["address"]) == 2:
-                records += op["records_out"]
-                inputs += [t for t in op["capabilities"] if type(t) is int]
-    body = {
-        "frontier": min(frontiers) if frontiers else None,
-        "inputs": min(inputs) if inputs else None,
-        "records": records,
-    }
     try:
-        channel.send("progress", body)
+        channel.send("progress", progress_summary(worker.metrics()["dataflows"]))
     except Exception:  # the driver is gone: the run is ending anyway
         return
     worker.activate_after(lambda: _send_progress(worker, channel), PROGRESS_SECONDS)

@@ -23,7 +23,13 @@ from typing import Any
 from timelypy.progress import subgraph as _subgraph
 from timelypy.progress.subgraph import Subgraph
 
-__all__ = ["operator_metrics", "frontier_lag", "time_operators", "timing_operators"]
+__all__ = [
+    "operator_metrics",
+    "frontier_lag",
+    "progress_summary",
+    "time_operators",
+    "timing_operators",
+]
 
 
 def time_operators(on: bool = True) -> None:
@@ -116,3 +122,27 @@ def frontier_lag(operators: list[dict[str, Any]]) -> int | None:
     if not firsts:
         return None
     return max(firsts) - min(firsts)
+
+
+def progress_summary(dataflows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How far the given dataflows (``Worker.metrics()["dataflows"]``) got, in ``int`` epochs.
+
+    ``frontier``: the first epoch not complete at any of their operators;
+    ``inputs``: the first epoch their sources (the operators without inputs
+    in a dataflow's own scope) may still send; ``records``: what those
+    sources sent.  An epoch is ``None`` when there is none (or no ``int``).
+    """
+    frontiers: list[int] = []
+    inputs: list[int] = []
+    records = 0
+    for flow in dataflows:
+        for op in flow["operators"]:
+            frontiers += [t for t in op["frontier"] if type(t) is int]
+            if op["inputs"] == 0 and len(op["address"]) == 2:
+                records += op["records_out"]
+                inputs += [t for t in op["capabilities"] if type(t) is int]
+    return {
+        "frontier": min(frontiers) if frontiers else None,
+        "inputs": min(inputs) if inputs else None,
+        "records": records,
+    }
