@@ -117,6 +117,8 @@ class _DirectoryReader:
         self.config = config
         self.part = part
         self.read: set[str] = set(resume_state or ())
+        # names that are not this partition's: judged once, not at every listing
+        self.others: set[str] = set()
         self._items = self._generate(resume_epoch)
 
     def snapshot(self) -> list[str]:
@@ -151,7 +153,15 @@ class _DirectoryReader:
             except OSError as exc:
                 raise FlowError(f"DirectoryInput: cannot list {config.path!r}: {exc}") from exc
             stopping = config.stop_file is not None and config.stop_file in names
-            new = sorted(name for name in names if name not in self.read and self._mine(name))
+            new = []
+            for name in names:
+                if name in self.read or name in self.others:
+                    continue
+                if self._mine(name):
+                    new.append(name)
+                else:
+                    self.others.add(name)
+            new.sort()
             for name in new:
                 with open(os.path.join(config.path, name), encoding=config.encoding) as file:
                     lines = file.read().splitlines()
