@@ -437,6 +437,18 @@ def fingerprint(normalized: Normalized) -> tuple[int, int]:
     return size, sum(hash(item) * n for item, n in normalized.items()) & _MASK
 
 
+def check_result(
+    workload: str, candidate: str, got: tuple[int, int], expected: tuple[int, int]
+) -> None:
+    """Raise unless ``candidate``'s result fingerprint equals plain Python's."""
+    if got != expected:
+        raise AssertionError(
+            f"{workload}: {candidate!r} returned a different result from plain Python "
+            f"({got[0]:,} outputs, plain Python {expected[0]:,}, or the same number "
+            "with different contents); fix it before quoting its time"
+        )
+
+
 @dataclass
 class FlowWorkload(Workload):
     """A ``runtime_bench`` workload that keeps no candidate's result on the heap.
@@ -483,12 +495,7 @@ class FlowWorkload(Workload):
         (expected, *_) = self.fingerprints["plain"]
         for name, prints in self.fingerprints.items():
             for got in prints:
-                if got != expected:
-                    raise AssertionError(
-                        f"{self.name}: {name!r} returned a different result from plain Python "
-                        f"({got[0]:,} outputs, plain Python {expected[0]:,}, or the same number "
-                        "with different contents); fix it before quoting its time"
-                    )
+                check_result(self.name, name, got, expected)
 
     def bytewax_name(self) -> str | None:
         """The bytewax candidate's name (the first), if bytewax runs; kept after ``release``."""

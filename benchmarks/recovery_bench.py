@@ -135,6 +135,7 @@ from benchmarks.flow_bench import (
     Normalized,
     _bytewax_run,
     builder,
+    check_result,
     fingerprint,
     from_pairs,
     plain_stateful_map,
@@ -383,12 +384,7 @@ class RecoveryWorkload:
         for name, prints in self.fingerprints.items():
             expected = self.expected[self.candidates[name].expect]
             for got in prints:
-                if got != expected:
-                    raise AssertionError(
-                        f"{self.name}: {name!r} returned a different result from plain Python "
-                        f"({got[0]:,} outputs, plain Python {expected[0]:,}, or the same number "
-                        "with different contents); fix it before quoting its time"
-                    )
+                check_result(self.name, name, got, expected)
         if self.problems:
             raise AssertionError(
                 "; ".join(self.problems) + "; fix it before quoting the recovery times"
