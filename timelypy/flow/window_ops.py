@@ -62,7 +62,7 @@ timedelta = datetime.timedelta
 #   [3] the next session id
 #   [4] the watermark at which its first open window closes (inf: none open; None: to
 #       recompute), so that a batch checks each key it touched with one comparison
-_CLOCK, _OPEN, _NEXT, _CLOSES = 0, 1, 3, 4
+_CLOCK, _OPEN, _CLOSES = 0, 1, 4  # slot 3, the next session id, is read in place
 
 
 class _Windows:
