@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from timelypy.dataflow.capability import Capability
+from timelypy.dataflow.channels import Tee
 from timelypy.dataflow.handles import Frontier, OperatorInput, OperatorOutput
 from timelypy.order import is_identity_summary
 from timelypy.progress.frontier import MutableAntichain
@@ -67,6 +68,11 @@ class LeafOperator(Operate):
         self.identity_paths: list[set[int]] = []
         #: Outputs that buffer records given one at a time (flushed after each activation).
         self.buffered: list[OperatorOutput[Any]] = []
+        #: Per output, the tee its batches go through (set by the builder).
+        self.tees: list[Tee] = []
+        #: For a fusible operator, ``fuse(time, records)``: what one activation does to
+        #: one batch, returning what it sends on (:mod:`timelypy.dataflow.fusion`).
+        self.fuse: Callable[[Any, list[Any]], Any] | None = None
         self._inputs: list[OperatorInput[Any]] = []
         self._queues: list[deque[tuple[Any, list[Any]]]] = []
         self._frontiers: list[Frontier] = []
@@ -110,6 +116,13 @@ class LeafOperator(Operate):
         if self.frontier_changes is None:
             self.frontier_changes = [_IGNORE] * self.inputs
         self.frontier_changes[input_index] = sink
+
+    def watches_frontier(self, port: int) -> bool:
+        """Whether the input is scheduled by, or records, its frontier's changes."""
+        if self.notify[port] != FrontierInterest.NEVER:
+            return True
+        sinks = self.frontier_changes
+        return sinks is not None and sinks[port] is not _IGNORE
 
     def finish_shape(self, connectivity: Connectivity) -> None:
         """Fix the connectivity; compute which input/output paths keep times unchanged."""

@@ -99,6 +99,16 @@ class Operate:
     def set_input_frontiers(self, frontiers: list[MutableAntichain[Any]]) -> None:
         """Receive the live frontier of each input (the scope's implications)."""
 
+    def watches_frontier(self, port: int) -> bool:
+        """Whether a change of input ``port``'s frontier matters to this child.
+
+        True if it schedules the child (``notify``) or goes to its
+        ``frontier_changes``; the scope reports no other input's changes.
+        """
+        if self.notify[port] != FrontierInterest.NEVER:
+            return True
+        return self.frontier_changes is not None
+
     def schedule(self) -> bool:
         """Run once; return whether to be scheduled again regardless of events."""
         raise NotImplementedError

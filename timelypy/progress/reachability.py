@@ -473,18 +473,26 @@ class Tracker:
             else:
                 self._source_summaries[location.node][index] = flat
 
-        # Per port, what propagation needs: the implications' update method and
-        # where changes go next (summaries to outputs, or edges to targets).
-        self._target_info: list[list[tuple[Any, list[tuple[int, Any]]]]] = [
+        # Per port, what propagation needs: the implications, their update method
+        # and where changes go next (summaries to outputs, or edges to targets).
+        self._target_info: list[list[tuple[Any, list[tuple[int, Any]], Any]]] = [
             [
-                (state.targets[port].implications.update, self._node_summaries[node][port])
+                (
+                    state.targets[port].implications.update,
+                    self._node_summaries[node][port],
+                    state.targets[port].implications,
+                )
                 for port in range(len(state.targets))
             ]
             for node, state in enumerate(self._per_operator)
         ]
-        self._source_info: list[list[tuple[Any, list[tuple[int, int]]]]] = [
+        self._source_info: list[list[tuple[Any, list[tuple[int, int]], Any]]] = [
             [
-                (state.sources[port].implications.update, self._edges[node][port])
+                (
+                    state.sources[port].implications.update,
+                    self._edges[node][port],
+                    state.sources[port].implications,
+                )
                 for port in range(len(state.sources))
             ]
             for node, state in enumerate(self._per_operator)
@@ -495,6 +503,12 @@ class Tracker:
         self._build_dag_order()
         # (node, kind, port, time) -> diff
         self._pushed: dict[tuple[int, int, int, Any], int] = {}
+        #: Which locations' implication changes :meth:`pushed` reports: ``None`` for
+        #: every location, or per ``(kind, node, port)`` (see :meth:`report_only`).
+        self._watched: set[tuple[int, int, int]] | None = None
+        self._watch_dag: list[bool] | None = None
+        #: Nodes one of whose implication frontiers became empty (see :meth:`drain_emptied`).
+        self._emptied: list[int] = []
         self._output_changes: list[dict[Any, int]] = [{} for _ in range(scope_outputs)]
         self._total_counts = 0
 
@@ -522,6 +536,7 @@ class Tracker:
         for key in keys:
             for nxt in successors[key]:
                 in_degree[nxt] += 1
+        in_degree_total = dict(in_degree)
         ready = [key for key in keys if in_degree[key] == 0]
         order: list[tuple[int, int, int]] = []
         while ready:
@@ -537,19 +552,33 @@ class Tracker:
         index = {key: i for i, key in enumerate(order)}
         per_operator = self._per_operator
         #: Per location (in topological order): kind, node, port, implications,
-        #: and successors -- (location, summary) for targets, locations for sources.
-        self._dag: list[tuple[int, int, int, MutableAntichain[Any], list[Any]]] = []
+        #: successors -- (location, summary) for targets, locations for sources --
+        #: and its *chain* successor, or -1.  A chain successor is the only
+        #: successor, reached without changing the time, and has no other
+        #: predecessor: its changes are exactly this location's, so propagation
+        #: walks on to it directly instead of through the heap (a pipeline of
+        #: operators is one chain).
+        self._dag: list[tuple[int, int, int, MutableAntichain[Any], list[Any], int]] = []
         for kind, node, port in order:
+            chain = -1
             if kind == 0:
                 implications = per_operator[node].targets[port].implications
                 nexts: list[Any] = [
                     (index[(1, node, output)], summary)
                     for output, summary in self._node_summaries[node][port]
                 ]
+                if len(nexts) == 1 and is_identity_summary(nexts[0][1]):
+                    successor = (1, node, self._node_summaries[node][port][0][0])
+                    if in_degree_total[successor] == 1:
+                        chain = nexts[0][0]
             else:
                 implications = per_operator[node].sources[port].implications
                 nexts = [index[(0, tn, tp)] for tn, tp in self._edges[node][port]]
-            self._dag.append((kind, node, port, implications, nexts))
+                if len(nexts) == 1:
+                    (tn, tp), = self._edges[node][port]
+                    if in_degree_total[(0, tn, tp)] == 1:
+                        chain = nexts[0]
+            self._dag.append((kind, node, port, implications, nexts, chain))
         self._dag_target = [
             [index[(0, node, port)] for port in range(ins)]
             for node, (ins, _) in enumerate(self._shape)
@@ -699,46 +728,67 @@ class Tracker:
             return
         heappop = heapq.heappop
         pushed = self._pushed
+        watched = self._watch_dag
+        emptied = self._emptied
         dag = self._dag
         u64_max = U64_MAX
         while heap:
             location = heappop(heap)
-            updates = pending.pop(location)
-            kind, node, port, implications, nexts = dag[location]
-            if len(updates) == 1:
-                for time, diff in updates.items():
+            waiting = pending.pop(location, None)
+            if waiting is None:
+                continue  # reached along a chain already
+            updates: list[tuple[Any, int]] = list(waiting.items())
+            while True:
+                kind, node, port, implications, nexts, chain = dag[location]
+                if len(updates) == 1:
+                    time, diff = updates[0]
                     changes = implications.update(time, diff) if diff else []
-            else:
-                changes = implications.update_iter(updates.items())
-            if not changes:
-                continue
-            for t, d in changes:
-                key = (node, kind, port, t)
-                pushed[key] = pushed.get(key, 0) + d
-            if kind == 0:
-                for successor, summary in nexts:
-                    waiting = pending.get(successor)
-                    if waiting is None:
-                        waiting = pending[successor] = {}
-                        heappush(heap, successor)
+                else:
+                    changes = implications.update_iter(updates)
+                if not changes:
+                    break
+                if watched is None or watched[location]:
                     for t, d in changes:
-                        if type(summary) is int:
-                            out = t + summary
-                            if out > u64_max:
-                                continue
-                        else:
-                            out = summary.results_in(t)
-                            if out is None:
-                                continue
-                        waiting[out] = waiting.get(out, 0) + d
-            else:
-                for successor in nexts:
-                    waiting = pending.get(successor)
+                        key = (node, kind, port, t)
+                        pushed[key] = pushed.get(key, 0) + d
+                if not implications._frontier:
+                    emptied.append(node)
+                if chain >= 0:
+                    # The only successor, with no other predecessor: go on directly.
+                    location = chain
+                    waiting = pending.pop(location, None)
                     if waiting is None:
-                        waiting = pending[successor] = {}
-                        heappush(heap, successor)
-                    for t, d in changes:
-                        waiting[t] = waiting.get(t, 0) + d
+                        updates = changes
+                    else:
+                        for t, d in changes:
+                            waiting[t] = waiting.get(t, 0) + d
+                        updates = list(waiting.items())
+                    continue
+                if kind == 0:
+                    for successor, summary in nexts:
+                        waiting = pending.get(successor)
+                        if waiting is None:
+                            waiting = pending[successor] = {}
+                            heappush(heap, successor)
+                        for t, d in changes:
+                            if type(summary) is int:
+                                out = t + summary
+                                if out > u64_max:
+                                    continue
+                            else:
+                                out = summary.results_in(t)
+                                if out is None:
+                                    continue
+                            waiting[out] = waiting.get(out, 0) + d
+                else:
+                    for successor in nexts:
+                        waiting = pending.get(successor)
+                        if waiting is None:
+                            waiting = pending[successor] = {}
+                            heappush(heap, successor)
+                        for t, d in changes:
+                            waiting[t] = waiting.get(t, 0) + d
+                break
 
     def _propagate_all(self) -> None:
         heappush = heapq.heappush
@@ -751,6 +801,8 @@ class Tracker:
         if not worklist:
             return
         pushed = self._pushed
+        watched = self._watched
+        emptied = self._emptied
         target_info = self._target_info
         source_info = self._source_info
         u64_max = U64_MAX
@@ -764,8 +816,9 @@ class Tracker:
                     break
             if not diff:
                 continue
+            report = watched is None or (kind, node, port) in watched
             if kind == 0:
-                update, summaries = target_info[node][port]
+                update, summaries, implications = target_info[node][port]
                 changes = update(time, diff)
                 for t, d in changes:
                     for output, summary in summaries:
@@ -778,16 +831,48 @@ class Tracker:
                             if out is None:
                                 continue
                         heappush(worklist, (out, node, 1, output, d))
-                    key = (node, 0, port, t)
-                    pushed[key] = pushed.get(key, 0) + d
+                    if report:
+                        key = (node, 0, port, t)
+                        pushed[key] = pushed.get(key, 0) + d
             else:
-                update, targets = source_info[node][port]
+                update, targets, implications = source_info[node][port]
                 changes = update(time, diff)
                 for t, d in changes:
                     for target_node, target_port in targets:
                         heappush(worklist, (t, target_node, 0, target_port, d))
-                    key = (node, 1, port, t)
-                    pushed[key] = pushed.get(key, 0) + d
+                    if report:
+                        key = (node, 1, port, t)
+                        pushed[key] = pushed.get(key, 0) + d
+            if changes and not implications._frontier:
+                emptied.append(node)
+
+    def report_only(self, locations: Iterable[Location]) -> None:
+        """Have :meth:`pushed` report the changes at ``locations`` only.
+
+        A scope reads the changes at the inputs of its children that watch
+        their frontiers; recording every other location's changes, only to
+        drop them, is most of the cost of a small step.  The implications
+        themselves are maintained everywhere, as before.
+        """
+        watched = {(location.port.kind.value, location.node, location.port.index)
+                   for location in locations}
+        self._watched = watched
+        if self._acyclic:
+            self._watch_dag = [(kind, node, port) in watched
+                               for kind, node, port, *_ in self._dag]
+
+    def drain_emptied(self) -> list[int]:
+        """Return and clear the nodes one of whose implication frontiers became empty.
+
+        Reported for every location, watched or not: a scope schedules such a
+        node once more, so it can shut down when it holds nothing and its
+        inputs are closed.
+        """
+        emptied = self._emptied
+        if not emptied:
+            return emptied
+        self._emptied = []
+        return emptied
 
     # -- results ----------------------------------------------------------------
 

@@ -43,7 +43,7 @@ from timelypy.errors import CycleError
 from timelypy.events import Logger, ScheduleEvent, ShutdownEvent
 from timelypy.progress.broadcast import Progcaster
 from timelypy.progress.frontier import Antichain, MutableAntichain
-from timelypy.progress.location import Source, Target
+from timelypy.progress.location import Location, Source, Target
 from timelypy.progress.operate import FrontierInterest, Operate
 from timelypy.progress.reachability import Builder, Tracker
 
@@ -133,12 +133,16 @@ class Subgraph(Operate):
         # scheduling state
         self._pending: set[int] = set()
         self._active_heap: list[int] = []
-        self._scheduling = False
+        #: Whether the scope is running its children now (a pass of :meth:`schedule`).
+        self.scheduling = False
         self._current = 0
         self._marked = False
         self._incomplete: list[bool] = []
         self._incomplete_count = 0
         self._local: dict[tuple[int, int, int, Any], int] = {}
+        #: Fused children (:mod:`timelypy.dataflow.fusion`) that sent along an unfused
+        #: edge during the running activation; extracted when it ends.
+        self.fused_dirty: list[int] = []
         self._final: dict[tuple[int, int, int, Any], int] = {}
         self._child_edges: list[list[list[tuple[int, int]]]] = []
         self._output_capabilities: list[MutableAntichain[Any]] = []
@@ -188,6 +192,10 @@ class Subgraph(Operate):
         """Add a scope output; return its index."""
         self.outputs += 1
         return self.outputs - 1
+
+    def child_edges(self, index: int) -> list[list[tuple[int, int]]]:
+        """Per output of child ``index`` (inputs, for 0), the ``(node, port)`` it feeds."""
+        return self._child_edges[index]
 
     def child_name(self, index: int) -> str:
         """The name of child ``index`` (``scope`` for node 0)."""
@@ -286,6 +294,12 @@ class Subgraph(Operate):
                     final[key] = final.get(key, 0) + diff
             self.held[index] = child.initial_held()
         self._finalized = True
+        tracker.report_only(
+            Location.new_target(index, port)
+            for index in range(1, len(children))
+            for port in range(children[index].inputs)
+            if children[index].watches_frontier(port)
+        )
         self._propagate_pointstamps()
         # Every child runs once at the start.
         self._pending.update(range(1, len(children)))
@@ -301,7 +315,7 @@ class Subgraph(Operate):
 
     def activate_child(self, index: int) -> None:
         """Schedule child ``index``: this pass if it comes later, else next step."""
-        if self._scheduling and index > self._current:
+        if self.scheduling and index > self._current:
             heapq.heappush(self._active_heap, index)
             return
         self._pending.add(index)
@@ -339,7 +353,7 @@ class Subgraph(Operate):
             heapq.heapify(heap)
         self._marked = False
         previous = 0
-        self._scheduling = True
+        self.scheduling = True
         try:
             while heap:
                 index = heapq.heappop(heap)
@@ -348,7 +362,7 @@ class Subgraph(Operate):
                     self._activate_child(index)
                     previous = index
         finally:
-            self._scheduling = False
+            self.scheduling = False
             self._current = 0
             heap.clear()
 
@@ -388,14 +402,14 @@ class Subgraph(Operate):
             try:
                 incomplete = child.schedule()
             except Exception as exc:
-                self._locate(exc, child, index)
+                self.locate(exc, child, index)
                 raise
             self.stats[index][3] += perf_counter() - started
         else:
             try:
                 incomplete = child.schedule()
             except Exception as exc:
-                self._locate(exc, child, index)
+                self.locate(exc, child, index)
                 raise
         if logger is not None:
             logger.log(ScheduleEvent((*self.path, index), False))
@@ -410,7 +424,15 @@ class Subgraph(Operate):
                     child.shut_down()
                     if logger is not None:
                         logger.log(ShutdownEvent((*self.path, index)))
-        self._extract(child, index, self._local if child.local else self._final)
+        into = self._local if child.local else self._final
+        self._extract(child, index, into)
+        dirty = self.fused_dirty
+        if dirty:
+            # Fused operators that ran inside this activation (timelypy.dataflow.fusion).
+            children = self.children
+            for member in dirty:
+                self._extract(children[member], member, into)  # type: ignore[arg-type]
+            dirty.clear()
 
     def _demanded(self) -> bool:
         """Demand mode: whether the batch holds a change that may advance some frontier.
@@ -431,7 +453,7 @@ class Subgraph(Operate):
                     return True
         return False
 
-    def _locate(self, exc: Exception, child: Operate, index: int) -> None:
+    def locate(self, exc: Exception, child: Operate, index: int) -> None:
         """Note on ``exc`` which operator and worker raised it (once, innermost wins)."""
         if getattr(exc, "timelypy_operator", None) is not None:
             return
@@ -544,25 +566,25 @@ class Subgraph(Operate):
         pushed = tracker._drain_pushed()
         if pushed:
             children = self.children
-            touched: set[int] = set()
-            for (node, kind, port, time), diff in pushed:
-                touched.add(node)
-                if kind == 0 and node:
-                    child: Operate = children[node]  # type: ignore[assignment]
-                    interest = child.notify[port]
-                    if interest == _ALWAYS or (
-                        interest == _IF_CAPABILITY and tracker.node_state(node).cap_counts > 0
-                    ):
-                        self.activate_child(node)
-                    sinks = child.frontier_changes
-                    if sinks is not None:
-                        sinks[port].append((time, diff))
-            for node in touched:
-                if node == 0:
-                    continue
-                state = tracker.node_state(node)
-                if state.cap_counts == 0 and _all_empty(state.targets):
+            for (node, _, port, time), diff in pushed:
+                # Only the inputs of children that watch their frontiers are reported.
+                child: Operate = children[node]  # type: ignore[assignment]
+                interest = child.notify[port]
+                if interest == _ALWAYS or (
+                    interest == _IF_CAPABILITY and tracker.node_state(node).cap_counts > 0
+                ):
                     self.activate_child(node)
+                sinks = child.frontier_changes
+                if sinks is not None:
+                    sinks[port].append((time, diff))
+        emptied = tracker.drain_emptied()
+        if emptied:
+            # A child whose inputs closed and which holds nothing runs once more, to shut down.
+            for node in set(emptied):
+                if node:
+                    state = tracker.node_state(node)
+                    if state.cap_counts == 0 and _all_empty(state.targets):
+                        self.activate_child(node)
 
         if self.outputs:
             to_outer = self.refinement.to_outer  # type: ignore[union-attr]
