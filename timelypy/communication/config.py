@@ -85,6 +85,9 @@ progress_mode='eager'), ['data.txt'])
     addresses: tuple[str, ...] | None = None
     serializer: str = "msgpack"
     progress_mode: str = "eager"
+    #: Whether chains of ``Pipeline`` operators run fused (:mod:`timelypy.dataflow.fusion`);
+    #: ``False`` schedules every operator on its own, as with a ``"timely"`` logger.
+    fuse: bool = dataclasses.field(default=True, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("workers", "processes"):
@@ -100,6 +103,8 @@ progress_mode='eager'), ['data.txt'])
             raise ConfigError(
                 f"unknown serializer {self.serializer!r}: choose one of {', '.join(_SERIALIZERS)}"
             )
+        if not isinstance(self.fuse, bool):
+            raise ConfigError(f"fuse must be True or False, got {self.fuse!r}")
         if self.progress_mode not in _PROGRESS_MODES:
             raise ConfigError(
                 f"unknown progress mode {self.progress_mode!r}: choose eager or demand"
@@ -141,7 +146,7 @@ progress_mode='eager'), ['data.txt'])
         processes: int,
         process: int,
         addresses: Sequence[str] | None = None,
-        **options: str,
+        **options: Any,
     ) -> Config:
         """``processes`` processes of ``workers`` threads; this is process ``process``."""
         return cls(

@@ -143,6 +143,7 @@ class OperatorBuilder:
         op = self._op
         tee = Tee()
         handle = op.add_output(_late_push(tee))
+        op.tees.append(tee)
         output = handle.index
         if connection is None:
             # Every input reaches the new output unchanged -- unless the input
@@ -162,6 +163,17 @@ class OperatorBuilder:
     def set_notify_for(self, input_index: int, interest: FrontierInterest) -> None:
         """Choose when frontier changes on ``input_index`` schedule the operator."""
         self._op.notify[input_index] = interest
+
+    def set_fuse(self, fuse: Callable[[Any, list[Any]], Any]) -> None:
+        """Declare the operator fusible: ``fuse(time, records)`` does what its logic does.
+
+        Only for an operator with one ``Pipeline`` input and at most one
+        output whose logic treats each batch on its own, consumes every batch
+        and keeps no capability: ``fuse`` must do to one batch exactly what an
+        activation does with it and return the records sent on (or ``None``).
+        See :mod:`timelypy.dataflow.fusion`.
+        """
+        self._op.fuse = fuse
 
     def build(
         self, constructor: Callable[[list[Capability]], Callable[[list[Frontier]], Any]]

@@ -55,6 +55,17 @@ class Tee:
         else:
             self.push = self._push_many
 
+    def replace(self, index: int, pusher: Push) -> None:
+        """Replace reader ``index``'s pusher (operator fusion does, once the scope is built)."""
+        self._pushers[index] = pusher
+        if len(self._pushers) == 1:
+            self.push = pusher
+
+    @property
+    def pushers(self) -> list[Push]:
+        """The readers' pushers, in the order they were added (a copy)."""
+        return list(self._pushers)
+
     @property
     def readers(self) -> int:
         """The number of readers."""

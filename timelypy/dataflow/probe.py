@@ -94,7 +94,13 @@ def probe_with(stream: Stream[T], handle: ProbeHandle) -> Stream[T]:
         return logic
 
     builder.build(constructor)
+    builder.set_fuse(_count_only)  # fusible: what it receives is only counted
     return stream
+
+
+def _count_only(time: Any, records: list[Any]) -> None:
+    """A probe's batch function: nothing to do but be counted (see ``timelypy.dataflow.fusion``)."""
+    return None
 
 
 class _Feed:

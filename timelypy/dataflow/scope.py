@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from timelypy.dataflow.fusion import fuse_pipelines
 from timelypy.events import OperatesEvent, ProgressEvent
 from timelypy.order import ProductType, check_timestamp, minimum
 from timelypy.progress.broadcast import Progcaster
@@ -181,6 +182,8 @@ def finalize(worker: AsWorker, subgraph: Subgraph) -> None:
     subgraph.logger = registry.get("timely")
     subgraph.demand = worker.config.progress_mode == "demand"
     subgraph.finalize(progcaster)
+    if subgraph.logger is None and worker.config.fuse:
+        fuse_pipelines(subgraph)
 
 
 def build_dataflow(

@@ -15,7 +15,7 @@ from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pipeline
 from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
-from timelypy.dataflow.operators.generic import UnaryLogic, unary
+from timelypy.dataflow.operators.generic import UnaryLogic, fusible_unary
 from timelypy.dataflow.stream import Stream
 
 __all__ = ["filter"]
@@ -38,4 +38,7 @@ def filter(stream: Stream[T], predicate: Callable[[T], bool]) -> Stream[T]:
 
         return logic
 
-    return unary(stream, _PIPELINE, "Filter", constructor)
+    def fuse(time: object, data: list[T]) -> list[T]:
+        return [x for x in data if predicate(x)]
+
+    return fusible_unary(stream, "Filter", constructor, fuse)

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.capability import Capability
-from timelypy.dataflow.channels import Pact
+from timelypy.dataflow.channels import Pact, Pipeline
 from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.handles import Frontier, OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.notificator import FrontierNotificator, Notificator
@@ -60,6 +60,8 @@ T = TypeVar("T")
 T2 = TypeVar("T2")
 U = TypeVar("U")
 
+_PIPELINE = Pipeline()
+
 #: ``logic(input, output)`` of a one-input operator.
 UnaryLogic = Callable[[OperatorInput[T], OperatorOutput[U]], Any]
 #: ``logic(input1, input2, output)`` of a two-input operator.
@@ -72,8 +74,13 @@ def _one_output(
     inputs: Sequence[tuple[Stream[Any], Pact]],
     constructor: Callable[[Capability, OperatorInfo], Callable[..., Any]],
     interest: FrontierInterest,
+    fuse: Callable[[Any, list[Any]], Any] | None = None,
 ) -> Stream[Any]:
-    """An operator with ``inputs`` and one output; its logic gets every input, then the output."""
+    """An operator with ``inputs`` and one output; its logic gets every input, then the output.
+
+    ``fuse``, for a one-input operator whose logic treats each batch on its
+    own, is what the logic does to one batch (see :mod:`timelypy.dataflow.fusion`).
+    """
     builder = OperatorBuilder(name, scope)
     info = builder.info
     handles: list[Any] = [
@@ -91,7 +98,26 @@ def _one_output(
         return run
 
     builder.build(build)
+    if fuse is not None:
+        builder.set_fuse(fuse)
     return result
+
+
+def fusible_unary(
+    stream: Stream[T],
+    name: str,
+    constructor: Callable[[Capability, OperatorInfo], UnaryLogic[T, U]],
+    fuse: Callable[[Any, list[T]], list[U] | None],
+) -> Stream[U]:
+    """:func:`unary` with a ``Pipeline`` input, fusible with the operator before it.
+
+    ``fuse(time, records)`` must do to one batch exactly what one activation
+    of the logic does with it, and return the records it sends (for built-in
+    record-at-a-time operators: ``map``, ``filter``, ``inspect``).
+    """
+    return _one_output(
+        stream.scope, name, [(stream, _PIPELINE)], constructor, FrontierInterest.NEVER, fuse
+    )
 
 
 def _with_notificator(

@@ -23,7 +23,7 @@ from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pipeline
 from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
-from timelypy.dataflow.operators.generic import UnaryLogic, unary, unary_frontier
+from timelypy.dataflow.operators.generic import UnaryLogic, fusible_unary, unary_frontier
 from timelypy.dataflow.stream import Stream
 
 __all__ = ["inspect", "inspect_time", "inspect_batch", "inspect_frontier"]
@@ -45,7 +45,11 @@ def inspect_batch(stream: Stream[T], func: Callable[[Any, list[T]], Any]) -> Str
 
         return logic
 
-    return unary(stream, _PIPELINE, "InspectBatch", constructor)
+    def fuse(time: Any, data: list[T]) -> list[T]:
+        func(time, data)
+        return data
+
+    return fusible_unary(stream, "InspectBatch", constructor, fuse)
 
 
 @stream_method
@@ -61,7 +65,12 @@ def inspect(stream: Stream[T], func: Callable[[T], Any]) -> Stream[T]:
 
         return logic
 
-    return unary(stream, _PIPELINE, "Inspect", constructor)
+    def fuse(time: Any, data: list[T]) -> list[T]:
+        for x in data:
+            func(x)
+        return data
+
+    return fusible_unary(stream, "Inspect", constructor, fuse)
 
 
 @stream_method
@@ -78,7 +87,12 @@ def inspect_time(stream: Stream[T], func: Callable[[Any, T], Any]) -> Stream[T]:
 
         return logic
 
-    return unary(stream, _PIPELINE, "InspectTime", constructor)
+    def fuse(time: Any, data: list[T]) -> list[T]:
+        for x in data:
+            func(time, x)
+        return data
+
+    return fusible_unary(stream, "InspectTime", constructor, fuse)
 
 
 @stream_method

@@ -18,7 +18,7 @@ from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pipeline
 from timelypy.dataflow.extension import stream_method
 from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
-from timelypy.dataflow.operators.generic import UnaryLogic, unary
+from timelypy.dataflow.operators.generic import UnaryLogic, fusible_unary, unary
 from timelypy.dataflow.stream import Stream
 
 __all__ = ["map", "flat_map", "map_in_place"]
@@ -40,7 +40,10 @@ def map(stream: Stream[T], func: Callable[[T], U]) -> Stream[U]:
 
         return logic
 
-    return unary(stream, _PIPELINE, "Map", constructor)
+    def fuse(time: object, data: list[T]) -> list[U]:
+        return [func(x) for x in data]
+
+    return fusible_unary(stream, "Map", constructor, fuse)
 
 
 @stream_method
@@ -54,7 +57,10 @@ def flat_map(stream: Stream[T], func: Callable[[T], Iterable[U]]) -> Stream[U]:
 
         return logic
 
-    return unary(stream, _PIPELINE, "FlatMap", constructor)
+    def fuse(time: object, data: list[T]) -> list[U]:
+        return [y for x in data for y in func(x)]
+
+    return fusible_unary(stream, "FlatMap", constructor, fuse)
 
 
 @stream_method

@@ -1,0 +1,239 @@
+"""Operator fusion (``timelypy.dataflow.fusion``): same records, same frontiers, fewer activations.
+
+Every test runs one program twice, with ``Config(fuse=True)`` (the default)
+and ``Config(fuse=False)``, and compares what a user can observe: the
+records, every operator's input frontier and records in/out after every
+step, probe frontiers, and errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import pairwise
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import timelypy
+from timelypy import Config, InputHandle, ProbeHandle
+from timelypy.dataflow.fusion import fused_edges
+
+# One pipeline step: (kind, parameter).
+Op = tuple[str, int]
+
+ops = st.lists(
+    st.tuples(st.sampled_from(["map", "filter", "flat_map", "inspect", "inspect_batch",
+                               "exchange"]), st.integers(1, 4)),
+    min_size=0,
+    max_size=6,
+)
+# Per epoch: records to send (spread over workers by the program) and steps to take after.
+epochs = st.lists(
+    st.tuples(st.lists(st.integers(0, 50), max_size=6), st.integers(0, 3)), max_size=6
+)
+
+
+def _apply(stream: timelypy.Stream, op: Op, seen: list[Any]) -> timelypy.Stream:
+    kind, k = op
+    if kind == "map":
+        return stream.map(lambda x: x + k)
+    if kind == "filter":
+        return stream.filter(lambda x: x % (k + 1) != 0)
+    if kind == "flat_map":
+        return stream.flat_map(lambda x: [x] * (k % 3))
+    if kind == "inspect":
+        return stream.inspect(lambda x: seen.append((k, x)))
+    if kind == "inspect_batch":
+        return stream.inspect_batch(lambda t, d: seen.append((k, t, len(d))))
+    return stream.exchange(lambda x: x)
+
+
+def _observe(
+    pipeline: list[Op], schedule: list[tuple[list[int], int]], workers: int, fuse: bool
+) -> list[Any]:
+    """Run the pipeline; return, per worker, everything observable after every step."""
+
+    def program(worker: timelypy.Worker) -> list[Any]:
+        handle = InputHandle()
+        probe = ProbeHandle()
+        seen: list[Any] = []
+        out: list[Any] = []
+
+        def build(scope: timelypy.Scope) -> None:
+            stream = scope.input_from(handle)
+            for op in pipeline:
+                stream = _apply(stream, op, seen)
+            stream.inspect_time(lambda t, x: out.append((t, x))).probe_with(probe)
+
+        worker.dataflow(build)
+        log: list[Any] = []
+
+        def snapshot() -> None:
+            (dataflow,) = worker.metrics(completed=True)["dataflows"]
+            log.append((
+                probe.frontier(),
+                sorted(out),
+                [(op["name"], op["frontier"], op["records_in"], op["records_out"])
+                 for op in dataflow["operators"]],
+            ))
+
+        for epoch, (records, steps) in enumerate(schedule):
+            handle.send_batch([r for i, r in enumerate(records) if i % workers == worker.index])
+            handle.advance_to(epoch + 1)
+            for _ in range(steps):
+                worker.step()
+                snapshot()
+        handle.close()
+        while worker.step_or_park(0):
+            snapshot()
+        snapshot()
+        return [log, sorted(seen, key=repr)]
+
+    return timelypy.execute(Config(workers=workers, fuse=fuse), program)
+
+
+@settings(max_examples=60, deadline=None)
+@given(pipeline=ops, schedule=epochs)
+# a fused operator whose output is not fused: the scope must take its count at once
+@example(pipeline=[("map", 1), ("filter", 1), ("exchange", 1)],
+         schedule=[([1, 2, 3], 1), ([4, 5], 2)])
+def test_fusion_changes_nothing_a_user_can_observe(
+    pipeline: list[Op], schedule: list[tuple[list[int], int]]
+) -> None:
+    """One worker: records, frontiers and record counts after every step are the unfused run's."""
+    assert _observe(pipeline, schedule, 1, True) == _observe(pipeline, schedule, 1, False)
+
+
+@settings(max_examples=30, deadline=None)
+@given(pipeline=ops, schedule=epochs, workers=st.integers(2, 3))
+def test_fusion_on_several_workers_gives_the_same_results(
+    pipeline: list[Op], schedule: list[tuple[list[int], int]], workers: int
+) -> None:
+    """Several workers (whose steps interleave by chance): the same records and final counts.
+
+    Every frontier a worker saw moved forward only, in both runs.
+    """
+    fused = _observe(pipeline, schedule, workers, True)
+    unfused = _observe(pipeline, schedule, workers, False)
+    for run in (fused, unfused):
+        for log, _ in run:
+            frontiers = [probe for probe, _, _ in log]
+            assert all(not b or (a and a[0] <= b[0]) for a, b in pairwise(frontiers))
+    assert [(log[-1], seen) for log, seen in fused] == [(log[-1], seen) for log, seen in unfused]
+
+
+def _edges(build: Callable[[timelypy.Scope], Any], fuse: bool = True) -> list[tuple[str, str]]:
+    def program(worker: timelypy.Worker) -> list[tuple[str, str]]:
+        scopes: list[Any] = []
+
+        def keep(scope: timelypy.Scope) -> None:
+            scopes.append(scope.subgraph)
+            build(scope)
+
+        worker.dataflow(keep)
+        (dataflow,) = scopes
+        names = [child.name if child is not None else "" for child in dataflow.children]
+        return [(names[p], names[c]) for p, _, c in fused_edges(dataflow)]
+
+    return timelypy.execute(Config(fuse=fuse), program)[0]
+
+
+def test_which_edges_fuse() -> None:
+    """A chain fuses; a stream read twice, an exchange pact and a notificator do not."""
+
+    def build(scope: timelypy.Scope) -> None:
+        numbers = scope.to_stream(range(10))
+        chain = numbers.map(str).filter(bool).inspect(lambda x: None)
+        chain.probe()
+        twice = chain.map(len)  # the inspect's output has two readers: neither edge fuses
+        twice.exchange(lambda x: x).map(abs).probe()
+        twice.unary_notify(timelypy.Pipeline(), "Notify", [], lambda i, o, n: i.discard())
+
+    # the Exchange operator's own output feeds map(abs) by Pipeline: that edge fuses
+    assert _edges(build) == [("ToStream", "Map"), ("Map", "Filter"), ("Filter", "Inspect"),
+                             ("Exchange", "Map"), ("Map", "Probe")]
+    assert _edges(build, fuse=False) == _edges(build)  # fused_edges reports what could fuse
+
+
+def test_fused_chain_runs_in_one_activation() -> None:
+    """``map`` -> ``filter`` -> ``inspect`` after an input: only the map activates per epoch."""
+
+    def program(worker: timelypy.Worker) -> dict[str, int]:
+        handle = InputHandle()
+        seen: list[int] = []
+        probe = worker.dataflow(
+            lambda scope: scope.input_from(handle).map(lambda x: x * 3)
+            .filter(lambda x: x % 2 == 0).inspect(seen.append).probe()
+        )
+        for epoch in range(5):
+            handle.send_batch(list(range(epoch * 4, epoch * 4 + 4)))
+            handle.advance_to(epoch + 1)
+            while probe.less_than(handle.time):
+                worker.step()
+        assert seen == [x * 3 for x in range(20) if x * 3 % 2 == 0]
+        (dataflow,) = worker.metrics()["dataflows"]
+        return {op["name"]: (op["activations"], op["records_in"], op["records_out"])
+                for op in dataflow["operators"]}
+
+    fused = timelypy.execute(Config(), program)[0]
+    unfused = timelypy.execute(Config(fuse=False), program)[0]
+    # every operator runs once when the dataflow starts; fused members never again
+    assert fused["Filter"][0] == 1 and fused["Inspect"][0] == 1
+    assert unfused["Filter"][0] >= 5 and unfused["Inspect"][0] >= 5
+    # records in and out are counted all the same
+    assert {k: v[1:] for k, v in fused.items()} == {k: v[1:] for k, v in unfused.items()}
+    assert fused["Filter"][1:] == (20, 10)
+
+
+def test_error_in_a_fused_operator_names_it() -> None:
+    """The operator whose function raised is named, with its worker, as without fusion."""
+
+    def boom(x: int) -> int:
+        if x == 3:
+            raise ValueError("bad record 3")
+        return x
+
+    def build(scope: timelypy.Scope) -> None:
+        scope.to_stream(range(5)).map(lambda x: x).filter(lambda x: True).map(boom).probe()
+
+    for fuse in (True, False):
+        with pytest.raises(ValueError, match="bad record 3") as info:
+            timelypy.execute(Config(fuse=fuse), lambda worker: worker.dataflow(build))
+        assert info.value.timelypy_operator == "Map"  # type: ignore[attr-defined]
+        assert info.value.timelypy_worker == 0  # type: ignore[attr-defined]
+        assert any("raised in operator 'Map'" in note for note in info.value.__notes__)
+
+
+def test_a_logger_turns_fusion_off() -> None:
+    """With a "timely" logger every operator is scheduled on its own (and logged)."""
+
+    def program(worker: timelypy.Worker) -> list[int]:
+        worker.log_register().insert("timely", lambda *batch: None)
+        worker.dataflow(lambda scope: scope.to_stream(range(3)).map(str).filter(bool).probe())
+        while worker.step_or_park(0):
+            pass
+        (dataflow,) = worker.metrics(completed=True)["dataflows"]
+        return [op["activations"] for op in dataflow["operators"]]
+
+    activations = timelypy.execute(Config(), program)[0]
+    assert all(n > 0 for n in activations), activations
+@pytest.mark.parametrize("fuse", [True, False])
+def test_exchange_after_a_fused_chain(fuse: bool) -> None:
+    """A fused chain feeding an exchange on three workers loses and duplicates nothing."""
+
+    def program(worker: timelypy.Worker) -> list[int]:
+        out: list[int] = []
+        worker.dataflow(
+            lambda scope: scope.to_stream(range(worker.index, 300, worker.peers))
+            .map(lambda x: x + 1).filter(lambda x: x % 3 != 0)
+            .exchange(lambda x: x).inspect(out.append).probe()
+        )
+        return out
+
+    results = timelypy.execute(Config(workers=3, fuse=fuse), program)
+    assert sorted(x for part in results for x in part) == [
+        x + 1 for x in range(300) if (x + 1) % 3 != 0
+    ]
+    assert all(x % 3 == worker for worker, part in enumerate(results) for x in part)

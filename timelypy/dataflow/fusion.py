@@ -1,0 +1,135 @@
+"""Operator fusion: a chain of ``Pipeline`` operators runs in one activation.
+
+``map``, ``filter``, ``flat_map``, the ``inspect`` family and probes are
+*fusible*: besides their ordinary logic, each declares a batch function
+(:attr:`~timelypy.dataflow.operator.LeafOperator.fuse`) that does to one
+batch exactly what one activation of its logic does.  When a scope is built,
+every edge from an ordinary operator's output to a fusible operator is
+*fused* if it is the output's only edge.  While the scope schedules its
+operators, a batch the producer sends along a fused edge is not queued for
+the consumer's next activation: the consumer's batch function runs on it at
+once, inside the producer's activation, and its output goes on the same way.
+So ``map(f).filter(g).inspect(h)`` after an input costs one activation per
+batch instead of three, as Flink chains operators.
+
+The graph stays the one that was built -- every operator keeps its place, its
+input and output locations, its frontiers and its metrics -- and no frontier
+anyone can observe changes: a fused edge carries no message count.  The
+producer's count of a batch is taken back as the consumer takes the batch,
+exactly the ``+n`` and ``-n`` that would have met in the scope's batch of
+changes had the consumer run later in the same pass, before any progress was
+propagated.  A batch sent outside the scope's scheduling pass (an input
+handle flushing, an operator's logic run from a frontier callback) takes the
+ordinary path through the consumer's queue.
+
+Fusion is off while a ``"timely"`` logger is registered (every schedule and
+message event is then logged as without fusion), while per-operator timing is
+on, and with ``Config(fuse=False)``.  Within one activation fused operators
+see batches one after the other: ``inspect(a).inspect(b)`` over two batches
+calls ``a`` and ``b`` alternately, where unfused it calls ``a`` twice first;
+each operator still sees its own batches in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from timelypy.dataflow.operator import LeafOperator
+from timelypy.progress import subgraph as _subgraph
+from timelypy.progress.subgraph import Subgraph
+
+__all__ = ["fuse_pipelines", "fused_edges"]
+
+#: ``fuse(time, records)``: what one activation does to one batch; returns the batch
+#: to send on (``None`` or empty for nothing).
+BatchFn = Callable[[Any, list[Any]], Any]
+
+
+def fused_edges(subgraph: Subgraph) -> list[tuple[int, int, int]]:
+    """The edges of ``subgraph`` that can be fused, as ``(producer, output, consumer)``.
+
+    The producer is an ordinary operator (not the scope boundary, not a
+    nested scope) and the edge is its output's only one; the consumer is a
+    fusible operator with that edge as its only input.
+    """
+    children = subgraph.children
+    result = []
+    for producer in range(1, len(children)):
+        child = children[producer]
+        if type(child) is not LeafOperator:
+            continue
+        for output, targets in enumerate(subgraph.child_edges(producer)):
+            if len(targets) != 1 or child.tees[output].readers != 1:
+                continue
+            ((consumer, _),) = targets
+            reader = children[consumer]
+            if (
+                type(reader) is LeafOperator
+                and reader.fuse is not None
+                and reader.inputs == 1
+                and reader.outputs <= 1
+                and consumer > producer
+            ):
+                result.append((producer, output, consumer))
+    return result
+
+
+def fuse_pipelines(subgraph: Subgraph) -> int:
+    """Fuse every edge :func:`fused_edges` finds; return how many."""
+    edges = fused_edges(subgraph)
+    fused_out = {producer for producer, _, _ in edges}
+    for producer, output, consumer in edges:
+        # A consumer whose own output is not fused leaves a count for the scope to
+        # extract; a fused one's count is taken back by the next consumer at once.
+        reader: LeafOperator = subgraph.children[consumer]  # type: ignore[assignment]
+        extract = bool(reader.outputs) and consumer not in fused_out
+        _install(subgraph, producer, output, consumer, extract)
+    return len(edges)
+
+
+def _install(subgraph: Subgraph, producer: int, output: int, consumer: int, extract: bool) -> None:
+    children = subgraph.children
+    head: LeafOperator = children[producer]  # type: ignore[assignment]
+    reader: LeafOperator = children[consumer]  # type: ignore[assignment]
+    tee = head.tees[output]
+    (queued,) = tee.pushers  # the Pipeline push into the consumer's queue
+    produced = head.produceds[output]
+    head_stats = subgraph.stats[producer]
+    reader_stats = subgraph.stats[consumer]
+    fuse: BatchFn = reader.fuse  # type: ignore[assignment]
+    if reader.outputs and reader.tees[0].readers:
+        out_produced: dict[Any, int] = reader.produceds[0]
+        out_tee = reader.tees[0]
+    else:
+        out_produced = {}
+        out_tee = None
+    dirty = subgraph.fused_dirty
+    locate = subgraph.locate
+    module = _subgraph
+
+    def push(time: Any, records: list[Any]) -> None:
+        if not subgraph.scheduling or module.TIMING:
+            queued(time, records)
+            return
+        n = len(records)
+        # The producer counted the batch as sent; the consumer takes it now.
+        left = produced[time] - n
+        if left:
+            produced[time] = left
+        else:
+            del produced[time]
+        head_stats[2] += n
+        reader_stats[1] += n
+        try:
+            result = fuse(time, records)
+        except Exception as exc:
+            locate(exc, reader, consumer)
+            raise
+        if result and out_tee is not None:
+            out_produced[time] = out_produced.get(time, 0) + len(result)
+            if extract:
+                dirty.append(consumer)
+            out_tee.push(time, result)
+
+    tee.replace(0, push)
