@@ -175,6 +175,21 @@ class OperatorBuilder:
         """
         self._op.fuse = fuse
 
+    def build_passive(self, constructor: Callable[[list[Capability]], Any]) -> None:
+        """Finish an operator with no logic: only code outside it sends and moves capabilities.
+
+        ``constructor(caps)`` runs once (retain the capabilities you will use);
+        its result is ignored.  When such an operator's progress changes, the
+        scope takes the counts in its next pass without scheduling it (an
+        :class:`~timelypy.dataflow.input.InputHandle`'s operator is built so).
+        """
+        def passive(caps: list[Capability]) -> Callable[[list[Frontier]], Any]:
+            constructor(caps)
+            return _no_logic
+
+        self._op.passive = True
+        self._build(passive, reschedule=False)
+
     def build(
         self, constructor: Callable[[list[Capability]], Callable[[list[Frontier]], Any]]
     ) -> None:
@@ -230,3 +245,8 @@ def _late_push(tee: Tee) -> Callable[[Any, list[Any]], None]:
         tee.push(time, records)
 
     return push
+
+
+def _no_logic(frontiers: list[Frontier]) -> None:
+    """The logic of a passive operator: nothing."""
+    return None

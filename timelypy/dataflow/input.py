@@ -38,7 +38,7 @@ from timelypy.order import U64_MAX, check_timestamp, less_equal
 
 if TYPE_CHECKING:
     from timelypy.dataflow.capability import Capability
-    from timelypy.dataflow.handles import Frontier, OperatorOutput
+    from timelypy.dataflow.handles import OperatorOutput
     from timelypy.dataflow.stream import Stream
 
 __all__ = ["InputHandle", "input_from", "new_input"]
@@ -95,11 +95,10 @@ class InputHandle(Generic[T]):
         output, stream = builder.new_output()
         held: list[Capability] = []
 
-        def constructor(caps: list[Capability]) -> Any:
+        def constructor(caps: list[Capability]) -> None:
             held.append(caps[0].retain())
-            return _no_logic
 
-        builder.build(constructor)
+        builder.build_passive(constructor)
         cap = held[0]
         if self._time is None:
             self._time = scope.minimum
@@ -167,11 +166,11 @@ class InputHandle(Generic[T]):
             check_timestamp(time, self._timestamp_type, "advance_to time")
             if time == current:
                 return
-        if not less_equal(current, time):
-            raise InputError(
-                f"cannot advance the input handle from {self._time!r} back to {time!r}: "
-                "an input's time only moves forward"
-            )
+            if not less_equal(current, time):
+                raise InputError(
+                    f"cannot advance the input handle from {self._time!r} back to {time!r}: "
+                    "an input's time only moves forward"
+                )
         self.flush()
         for _, cap in self._targets:
             cap.downgrade(time)
@@ -189,10 +188,6 @@ class InputHandle(Generic[T]):
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"time={self._time!r}"
         return f"InputHandle({state}, streams={len(self._targets)})"
-
-
-def _no_logic(frontiers: list[Frontier]) -> None:
-    return None
 
 
 @scope_method

@@ -68,6 +68,9 @@ class LeafOperator(Operate):
         self.identity_paths: list[set[int]] = []
         #: Outputs that buffer records given one at a time (flushed after each activation).
         self.buffered: list[OperatorOutput[Any]] = []
+        #: Whether the operator has no logic to run: its progress only changes from
+        #: outside (an input handle's operator), so a change is reported, not scheduled.
+        self.passive = False
         #: Per output, the tee its batches go through (set by the builder).
         self.tees: list[Tee] = []
         #: For a fusible operator, ``fuse(time, records)``: what one activation does to
@@ -202,14 +205,19 @@ class LeafOperator(Operate):
             cap.end_borrow()
 
     def changed_outside(self) -> None:
-        """Progress changed outside an activation: flush, and get scheduled so it is reported."""
+        """Progress changed outside an activation: flush, and get scheduled so it is reported.
+
+        A passive operator (no logic to run) only has its counts taken.
+        """
         if not self.running:
             buffered = self.buffered
             if buffered:
                 for output in buffered:
                     output.flush()
                 buffered.clear()
-            if self.activate is not None:
+            if self.passive and self.report_changes is not None:
+                self.report_changes()
+            elif self.activate is not None:
                 self.activate()
 
     def shut_down(self) -> None:

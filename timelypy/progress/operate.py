@@ -87,6 +87,10 @@ class Operate:
         #: Index of this child in its scope, and the activation callback; set by the scope.
         self.index = -1
         self.activate: Any = None
+        #: Called instead of ``activate`` by a child whose logic has nothing to do
+        #: when its progress changes from outside (an input handle's operator): the
+        #: scope takes its counts in its next pass without running it.  Set by the scope.
+        self.report_changes: Any = None
 
     def initial_internals(self) -> list[dict[Any, int]]:
         """Capability counts per output when the dataflow starts."""

@@ -140,6 +140,8 @@ class Subgraph(Operate):
         self._incomplete: list[bool] = []
         self._incomplete_count = 0
         self._local: dict[tuple[int, int, int, Any], int] = {}
+        #: Children whose counts changed outside an activation (:meth:`note_changes`).
+        self._reported: set[int] = set()
         #: Fused children (:mod:`timelypy.dataflow.fusion`) that sent along an unfused
         #: edge during the running activation; extracted when it ends.
         self.fused_dirty: list[int] = []
@@ -176,6 +178,11 @@ class Subgraph(Operate):
             child.activate_self = activate
         else:
             child.activate = activate
+
+            def report(index: int = index) -> None:
+                self.note_changes(index)
+
+            child.report_changes = report
 
     def connect(self, source: tuple[int, int], target: tuple[int, int]) -> None:
         """Record an edge from ``(node, output)`` to ``(node, input)``."""
@@ -323,6 +330,13 @@ class Subgraph(Operate):
             self._marked = True
             self.activate_self()
 
+    def note_changes(self, index: int) -> None:
+        """Take child ``index``'s progress counts in the next pass, without running it."""
+        self._reported.add(index)
+        if not self._marked:
+            self._marked = True
+            self.activate_self()
+
     def _force_mark(self) -> None:
         self._marked = True
         self.activate_self()
@@ -355,6 +369,13 @@ class Subgraph(Operate):
         previous = 0
         self.scheduling = True
         try:
+            if self._reported:
+                reported = self._reported
+                self._reported = set()
+                children = self.children
+                for index in sorted(reported):
+                    child = children[index]
+                    self._extract(child, index, self._local if child.local else self._final)  # type: ignore[arg-type,union-attr]
             while heap:
                 index = heapq.heappop(heap)
                 if index > previous:
