@@ -64,7 +64,6 @@ from timelypy.communication.wire import (
     CONTROL,
     DATA,
     ENTRY,
-    EVENTS,
     GOODBYE,
     HEARTBEAT_INTERVAL,
     HEARTBEAT_TIMEOUT,
@@ -72,7 +71,6 @@ from timelypy.communication.wire import (
     KIND_BATCH,
     LINGER_SECONDS,
     NOBLOCK,
-    POLLIN,
     WORKER_HELLO,
     resolve,
 )
@@ -432,14 +430,10 @@ class ClusterNetwork:
             if self._closed:
                 return True
             router = self._router
-            if timeout > 0:
-                ready = bool(self._poller.poll(int(timeout * 1000)))
-            else:
-                # Asking for the socket's state costs less than a receive that fails
-                # with an exception, which most non-blocking pumps would be.  (get is
-                # getsockopt without its enum conversion, a third of its cost; it is
-                # typed int | bytes, and EVENTS is an int option.)
-                ready = bool(router.get(EVENTS) & POLLIN)  # type: ignore[operator]
+            # A zero-timeout poll is the cheapest way to ask whether anything waits
+            # (1.0 us, against 1.3-1.9 us for the EVENTS option, which pyzmq turns
+            # into an enum, and an exception for a receive that finds nothing).
+            ready = bool(self._poller.poll(int(timeout * 1000) if timeout > 0 else 0))
             if ready:
                 while True:
                     try:

@@ -55,8 +55,6 @@ __all__ = [
     "FLUSH_BYTES",
     "LINGER_SECONDS",
     "HANDSHAKE_FAILURES",
-    "EVENTS",
-    "POLLIN",
     "NOBLOCK",
     "resolve",
 ]
@@ -94,12 +92,8 @@ HANDSHAKE_FAILURES: dict[int, str] = {
     int(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL): "handshake failed",
 }
 
-# Plain ints for the receive path: pyzmq's constants are enum members, and
+# A plain int for the receive path: pyzmq's constants are enum members, and
 # combining them costs more Python calls than the socket query itself.
-#: ``zmq.EVENTS`` as a plain int.
-EVENTS = int(zmq.EVENTS)
-#: ``zmq.POLLIN`` as a plain int.
-POLLIN = int(zmq.POLLIN)
 #: ``zmq.NOBLOCK`` as a plain int.
 NOBLOCK = int(zmq.NOBLOCK)
 
