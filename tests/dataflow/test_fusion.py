@@ -25,7 +25,7 @@ Op = tuple[str, int]
 
 ops = st.lists(
     st.tuples(st.sampled_from(["map", "filter", "flat_map", "inspect", "inspect_batch",
-                               "exchange"]), st.integers(1, 4)),
+                               "exchange", "split"]), st.integers(1, 4)),
     min_size=0,
     max_size=6,
 )
@@ -47,6 +47,9 @@ def _apply(stream: timelypy.Stream, op: Op, seen: list[Any]) -> timelypy.Stream:
         return stream.inspect(lambda x: seen.append((k, x)))
     if kind == "inspect_batch":
         return stream.inspect_batch(lambda t, d: seen.append((k, t, len(d))))
+    if kind == "split":  # the stream read twice (no fused edge), joined again
+        evens = stream.filter(lambda x: x % 2 == 0)
+        return evens.concat(stream.filter(lambda x: x % 2 == 1).map(lambda x: x * k))
     return stream.exchange(lambda x: x)
 
 
@@ -98,6 +101,9 @@ def _observe(
 @given(pipeline=ops, schedule=epochs)
 # a fused operator whose output is not fused: the scope must take its count at once
 @example(pipeline=[("map", 1), ("filter", 1), ("exchange", 1)],
+         schedule=[([1, 2, 3], 1), ([4, 5], 2)])
+# a fused chain whose last operator's output is read twice
+@example(pipeline=[("map", 1), ("filter", 1), ("split", 2), ("map", 3)],
          schedule=[([1, 2, 3], 1), ([4, 5], 2)])
 def test_fusion_changes_nothing_a_user_can_observe(
     pipeline: list[Op], schedule: list[tuple[list[int], int]]
@@ -237,3 +243,40 @@ def test_exchange_after_a_fused_chain(fuse: bool) -> None:
         x + 1 for x in range(300) if (x + 1) % 3 != 0
     ]
     assert all(x % 3 == worker for worker, part in enumerate(results) for x in part)
+
+
+def test_a_fusible_operator_that_keeps_a_capability_is_refused() -> None:
+    """``set_fuse`` promises no capability is kept: breaking the promise raises, naming why."""
+
+    def program(worker: timelypy.Worker) -> None:
+        handle = InputHandle()
+        kept: list[Any] = []
+
+        def build(scope: timelypy.Scope) -> ProbeHandle:
+            builder = timelypy.OperatorBuilder("Keeper", scope)
+            inp = builder.new_input(scope.input_from(handle), timelypy.Pipeline())
+            out, stream = builder.new_output()
+
+            def constructor(caps: list[Any]) -> Callable[[Any], None]:
+                def logic(frontiers: Any) -> None:
+                    for cap, data in inp:
+                        kept.append(cap.retain())  # breaks the promise
+                        out.session(cap).give_batch(data)
+
+                return logic
+
+            builder.set_fuse(lambda time, records: records)
+            builder.build(constructor)
+            return stream.probe()
+
+        probe = worker.dataflow(build)
+        worker.step()  # the initial capabilities go; the frontiers are joined
+        handle.send(1)
+        handle.advance_to(1)
+        for _ in range(100):  # the kept capability would hold the probe forever
+            if not probe.less_than(1):
+                break
+            worker.step()
+
+    with pytest.raises(timelypy.errors.TimelyError, match="never hold a capability"):
+        timelypy.execute(Config(), program)

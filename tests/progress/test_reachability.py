@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.strategies import TIME_KINDS, batches
-from timelypy.errors import CycleError, PortError, SummaryError, TimestampError
+from timelypy.errors import CycleError, PortError, SummaryError, TimelyError, TimestampError
 from timelypy.order import Product, ProductType, is_identity_summary, results_in
 from timelypy.progress import (
     Antichain,
@@ -347,3 +347,61 @@ def test_retraction_on_a_cycle_terminates_and_clears():
             assert tracker.target_implications(Target(node, 0)).is_empty()
             assert tracker.source_implications(Source(node, 0)).is_empty()
     assert not tracker.tracking_anything()
+
+
+# -- shared frontiers (Tracker.alias, used by operator fusion) --------------------------
+
+
+def _line(nodes: int) -> Builder:
+    """Node 1 (a source) feeding nodes 2..nodes, one after the other, unchanged times."""
+    builder = Builder(int)
+    builder.add_node(0, 0, 0, [])
+    builder.add_node(1, 0, 1, [])
+    for node in range(2, nodes + 1):
+        builder.add_node(node, 1, 1, [{0: [0]}])
+        builder.add_edge(Source(node - 1, 0), Target(node, 0))
+    return builder
+
+
+def _frontiers(tracker, nodes: int) -> list[tuple]:
+    return [
+        (tuple(tracker.target_implications(Target(n, 0)).frontier()),
+         tuple(tracker.source_implications(Source(n, 0)).frontier()))
+        for n in range(2, nodes + 1)
+    ]
+
+
+def test_aliased_locations_follow_the_location_before_them():
+    """Joined along a chain, every location has the frontier it had unjoined, with fewer updates."""
+    plain, _ = _line(4).build()
+    joined, _ = _line(4).build()
+    links = [(Location.new_target(n, 0), Location.new_source(n, 0)) for n in (2, 3, 4)]
+    links += [(Location.new_source(n, 0), Location.new_target(n + 1, 0)) for n in (2, 3)]
+    assert joined.alias(links) == []
+    assert joined.target_implications(Target(4, 0)) is joined.target_implications(Target(2, 0))
+    for tracker in (plain, joined):
+        tracker.update_source(Source(1, 0), 0, 1)
+        tracker.propagate_all()
+        tracker.update_target(Target(2, 0), 0, 1)  # a message in flight to node 2: not aliased
+        tracker.update_source(Source(1, 0), 0, -1)
+        tracker.update_source(Source(1, 0), 5, 1)
+        tracker.propagate_all()
+    assert _frontiers(joined, 4) == _frontiers(plain, 4) == [((0,), (0,))] * 3
+    # the watched changes are reported for the aliased locations too
+    assert dict(joined.pushed()) == dict(plain.pushed())
+
+
+def test_alias_skips_what_is_not_a_chain_and_waits_for_held_pointstamps():
+    tracker, _ = _line(3).build()
+    a, b = Location.new_target(2, 0), Location.new_source(2, 0)
+    not_chain = (Location.new_target(2, 0), Location.new_target(3, 0))
+    tracker.update_source(Source(2, 0), 0, 1)  # node 2 holds a capability
+    tracker.propagate_all()
+    assert tracker.alias([not_chain, (a, b)]) == [(a, b)]  # tried again later
+    tracker.update_source(Source(2, 0), 0, -1)
+    tracker.propagate_all()
+    assert tracker.alias([(a, b)]) == []
+    # a pointstamp at an aliased location breaks the promise: a clear error
+    tracker.update_source(Source(2, 0), 3, 1)
+    with pytest.raises(TimelyError, match="never hold a capability"):
+        tracker.propagate_all()

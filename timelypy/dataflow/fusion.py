@@ -37,9 +37,10 @@ from typing import Any
 
 from timelypy.dataflow.operator import LeafOperator
 from timelypy.progress import subgraph as _subgraph
+from timelypy.progress.location import Location
 from timelypy.progress.subgraph import Subgraph
 
-__all__ = ["fuse_pipelines", "fused_edges"]
+__all__ = ["fuse_pipelines", "fused_edges", "shared_frontiers"]
 
 #: ``fuse(time, records)``: what one activation does to one batch; returns the batch
 #: to send on (``None`` or empty for nothing).
@@ -76,7 +77,10 @@ def fused_edges(subgraph: Subgraph) -> list[tuple[int, int, int]]:
 
 
 def fuse_pipelines(subgraph: Subgraph) -> int:
-    """Fuse every edge :func:`fused_edges` finds; return how many."""
+    """Fuse every edge :func:`fused_edges` finds; return how many.
+
+    The fused operators' frontiers are then shared (:func:`shared_frontiers`).
+    """
     edges = fused_edges(subgraph)
     fused_out = {producer for producer, _, _ in edges}
     for producer, output, consumer in edges:
@@ -85,7 +89,48 @@ def fuse_pipelines(subgraph: Subgraph) -> int:
         reader: LeafOperator = subgraph.children[consumer]  # type: ignore[assignment]
         extract = bool(reader.outputs) and consumer not in fused_out
         _install(subgraph, producer, output, consumer, extract)
+    links = shared_frontiers(subgraph, edges)
+    if links:
+        subgraph.share_frontiers(links)
     return len(edges)
+
+
+def shared_frontiers(
+    subgraph: Subgraph, edges: list[tuple[int, int, int]]
+) -> list[tuple[Location, Location]]:
+    """The pairs of locations whose frontiers are always equal once ``edges`` are fused.
+
+    * A fusible operator's output and its input: it never holds a capability
+      (after its initial one is released), and its input reaches its output
+      unchanged, so the output's frontier is the input's.
+    * The two ends of a fused edge from a fusible operator: such a producer
+      only sends while the scope runs its pass, where the consumer takes
+      every batch at once (or, unfused under operator timing, later in the
+      same pass), so the edge never holds a message when progress is
+      propagated.
+
+    A chain ``map -> filter -> inspect -> probe`` after an input thus has one
+    frontier from the map's input to the probe, updated once per change
+    instead of once per location (:meth:`~timelypy.progress.subgraph.Subgraph.share_frontiers`).
+    """
+    children = subgraph.children
+    links: list[tuple[Location, Location]] = []
+    for index in range(1, len(children)):
+        child = children[index]
+        if (
+            type(child) is LeafOperator
+            and child.fuse is not None
+            and child.inputs == 1
+            and child.outputs == 1
+        ):
+            links.append((Location.new_target(index, 0), Location.new_source(index, 0)))
+    for producer, output, consumer in edges:
+        head = children[producer]
+        if type(head) is LeafOperator and head.fuse is not None:
+            links.append((Location.new_source(producer, output), Location.new_target(consumer, 0)))
+    # Earlier locations first, so that a chain joins in one pass.
+    links.sort(key=lambda link: (link[0].node, link[0].port.kind.value))
+    return links
 
 
 def _install(subgraph: Subgraph, producer: int, output: int, consumer: int, extract: bool) -> None:

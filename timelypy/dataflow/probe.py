@@ -77,12 +77,12 @@ def probe_with(stream: Stream[T], handle: ProbeHandle) -> Stream[T]:
     builder = OperatorBuilder("Probe", stream.scope)
     # The scope pushes the input's frontier changes straight into the handle as
     # it propagates progress, so the operator itself has nothing to do on a
-    # frontier change.  It still declares ALWAYS, as Timely's probe does: an
-    # enclosing scope is as interested in its inputs' frontiers as its most
-    # interested child, and only a scope that runs on every change of its own
-    # input frontier propagates that change to a probe inside it.
+    # frontier change and is not scheduled for one (Timely's probe is, to run
+    # logic that does nothing).  An enclosing scope still runs on every change
+    # of its own input frontier, as for Timely's probe: it counts a child that
+    # records its frontier's changes as interested in all of them.
     inp = builder.new_input(
-        stream, interest=FrontierInterest.ALWAYS, frontier_changes=_Feed(handle._frontier)
+        stream, interest=FrontierInterest.NEVER, frontier_changes=_Feed(handle._frontier)
     )
 
     def constructor(caps: list[Any]) -> Callable[[list[Frontier]], None]:

@@ -54,7 +54,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from timelypy.errors import CycleError, PortError, SummaryError, TimestampError
+from timelypy.errors import CycleError, PortError, SummaryError, TimelyError, TimestampError
 from timelypy.order import (
     U64_MAX,
     Product,
@@ -500,13 +500,14 @@ class Tracker:
         self._target_changes: dict[tuple[int, int], dict[Any, int]] = {}
         self._source_changes: dict[tuple[int, int], dict[Any, int]] = {}
         self._worklist: list[tuple[Any, int, int, int, int]] = []
-        self._build_dag_order()
-        # (node, kind, port, time) -> diff
-        self._pushed: dict[tuple[int, int, int, Any], int] = {}
         #: Which locations' implication changes :meth:`pushed` reports: ``None`` for
         #: every location, or per ``(kind, node, port)`` (see :meth:`report_only`).
         self._watched: set[tuple[int, int, int]] | None = None
-        self._watch_dag: list[bool] | None = None
+        #: Location -> the location whose frontier it shares (see :meth:`alias`).
+        self._aliases: dict[tuple[int, int, int], tuple[int, int, int]] = {}
+        self._build_dag_order()
+        # (node, kind, port, time) -> diff
+        self._pushed: dict[tuple[int, int, int, Any], int] = {}
         #: Nodes one of whose implication frontiers became empty (see :meth:`drain_emptied`).
         self._emptied: list[int] = []
         self._output_changes: list[dict[Any, int]] = [{} for _ in range(scope_outputs)]
@@ -549,44 +550,140 @@ class Tracker:
         self._acyclic = len(order) == len(keys)
         if not self._acyclic:
             return
+        self._order = order
+        self._successors = successors
+        self._in_degree = in_degree_total
+        self._index_dag()
+
+    def _chain_successor(self, key: tuple[int, int, int]) -> tuple[int, int, int] | None:
+        """The chain successor of location ``key`` (see :meth:`_index_dag`), or ``None``."""
+        kind, node, port = key
+        if kind == 0:
+            summaries = self._node_summaries[node][port]
+            if len(summaries) != 1 or not is_identity_summary(summaries[0][1]):
+                return None
+            successor = (1, node, summaries[0][0])
+        else:
+            edges = self._edges[node][port]
+            if len(edges) != 1:
+                return None
+            successor = (0, *edges[0])
+        return successor if self._in_degree[successor] == 1 else None
+
+    def _index_dag(self) -> None:
+        """Build the per-location table propagation walks, members of alias groups left out."""
+        aliases = self._aliases
+        order = [key for key in self._order if key not in aliases]
         index = {key: i for i, key in enumerate(order)}
+        members: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
+        for member, head in aliases.items():
+            members.setdefault(head, []).append(member)
         per_operator = self._per_operator
-        #: Per location (in topological order): kind, node, port, implications,
-        #: successors -- (location, summary) for targets, locations for sources --
-        #: and its *chain* successor, or -1.  A chain successor is the only
-        #: successor, reached without changing the time, and has no other
-        #: predecessor: its changes are exactly this location's, so propagation
-        #: walks on to it directly instead of through the heap (a pipeline of
-        #: operators is one chain).
-        self._dag: list[tuple[int, int, int, MutableAntichain[Any], list[Any], int]] = []
-        for kind, node, port in order:
-            chain = -1
+        watched = self._watched
+        #: Per location (in topological order): kind (of its group's last member),
+        #: node, port, implications, successors -- (location, summary) after a
+        #: target, locations after a source --,
+        #: its *chain* successor or -1, the ``(node, kind, port)`` whose changes
+        #: :meth:`pushed` reports, and the nodes it stands for.  A chain successor is
+        #: the only successor, reached without changing the time, and has no other
+        #: predecessor: its changes are exactly this location's, so propagation walks
+        #: on to it directly instead of through the heap (a pipeline of operators is
+        #: one chain).  An alias group (:meth:`alias`) is one location here, with its
+        #: last member's successors.
+        self._dag: list[
+            tuple[int, int, int, MutableAntichain[Any], list[Any], int, tuple[Any, ...],
+                  tuple[int, ...]]
+        ] = []
+        for key in order:
+            kind, node, port = key
+            group = [key, *sorted(members.get(key, ()), key=self._order.index)]
+            last = group[-1]
+            lkind, lnode, lport = last
             if kind == 0:
                 implications = per_operator[node].targets[port].implications
-                nexts: list[Any] = [
-                    (index[(1, node, output)], summary)
-                    for output, summary in self._node_summaries[node][port]
-                ]
-                if len(nexts) == 1 and is_identity_summary(nexts[0][1]):
-                    successor = (1, node, self._node_summaries[node][port][0][0])
-                    if in_degree_total[successor] == 1:
-                        chain = nexts[0][0]
             else:
                 implications = per_operator[node].sources[port].implications
-                nexts = [index[(0, tn, tp)] for tn, tp in self._edges[node][port]]
-                if len(nexts) == 1:
-                    (tn, tp), = self._edges[node][port]
-                    if in_degree_total[(0, tn, tp)] == 1:
-                        chain = nexts[0]
-            self._dag.append((kind, node, port, implications, nexts, chain))
+            if lkind == 0:
+                nexts: list[Any] = [
+                    (index[(1, lnode, output)], summary)
+                    for output, summary in self._node_summaries[lnode][lport]
+                ]
+            else:
+                nexts = [index[(0, tn, tp)] for tn, tp in self._edges[lnode][lport]]
+            successor = self._chain_successor(last)
+            chain = index[successor] if successor is not None else -1
+            report = tuple(
+                (n, k, p) for k, n, p in group if watched is None or (k, n, p) in watched
+            )
+            nodes = tuple(dict.fromkeys(n for _, n, _ in group))
+            # The kind that matters to propagation is the last member's: its successors.
+            self._dag.append((lkind, node, port, implications, nexts, chain, report, nodes))
         self._dag_target = [
-            [index[(0, node, port)] for port in range(ins)]
+            [index.get((0, node, port), -1) for port in range(ins)]
             for node, (ins, _) in enumerate(self._shape)
         ]
         self._dag_source = [
-            [index[(1, node, port)] for port in range(outs)]
+            [index.get((1, node, port), -1) for port in range(outs)]
             for node, (_, outs) in enumerate(self._shape)
         ]
+
+    def alias(
+        self, links: Iterable[tuple[Location, Location]]
+    ) -> list[tuple[Location, Location]]:
+        """Let each ``(earlier, later)`` pair of locations share one frontier.
+
+        ``later`` must be ``earlier``'s chain successor (its only successor,
+        reached without changing the time, with no other predecessor), and
+        the caller promises that no pointstamp will ever be held at
+        ``later``: then its implications are always ``earlier``'s, and
+        propagation updates one frontier for both (operator fusion links an
+        operator's input to its output, and a fused edge's two ends).  A link
+        that is not a chain link is skipped; one whose ``later`` holds a
+        pointstamp now, or whose frontiers differ now (say, while the initial
+        capabilities of other workers are still counted), is returned, to be
+        tried again later.  Only for acyclic scopes (a cyclic one skips every
+        link).  Afterwards a pointstamp at an aliased location raises.
+        """
+        if not self._acyclic:
+            return []
+        aliases = self._aliases
+        later_links: list[tuple[Location, Location]] = []
+        done = 0
+        for earlier, later in links:
+            a = (earlier.port.kind.value, earlier.node, earlier.port.index)
+            b = (later.port.kind.value, later.node, later.port.index)
+            if b in aliases or self._chain_successor(a) != b:
+                continue
+            info = self._port_info(b)
+            head = aliases.get(a, a)
+            head_info = self._port_info(head)
+            if (
+                info.pointstamps._counts
+                or self._buffered(b)
+                or info.implications._counts != head_info.implications._counts
+            ):
+                later_links.append((earlier, later))
+                continue
+            info.implications = head_info.implications
+            aliases[b] = head
+            for member, its_head in list(aliases.items()):
+                if its_head == b:
+                    aliases[member] = head
+                    self._port_info(member).implications = head_info.implications
+            done += 1
+        if done:
+            self._index_dag()
+        return later_links
+
+    def _port_info(self, key: tuple[int, int, int]) -> PortInformation:
+        kind, node, port = key
+        state = self._per_operator[node]
+        return state.targets[port] if kind == 0 else state.sources[port]
+
+    def _buffered(self, key: tuple[int, int, int]) -> bool:
+        kind, node, port = key
+        buffered = self._target_changes if kind == 0 else self._source_changes
+        return bool(buffered.get((node, port)))
 
     # -- shape ------------------------------------------------------------------
 
@@ -717,6 +814,12 @@ class Tracker:
         dag_index = (self._dag_target, self._dag_source)
         for kind, node, port, changes in self._pointstamp_changes():
             location = dag_index[kind][node][port]
+            if location < 0:
+                raise TimelyError(
+                    f"a pointstamp at {'input' if kind == 0 else 'output'} {port} of node "
+                    f"{node}, whose frontier is shared with the location before it (operator "
+                    "fusion): a fused operator must never hold a capability"
+                )
             waiting = pending.get(location)
             if waiting is None:
                 waiting = pending[location] = {}
@@ -728,7 +831,6 @@ class Tracker:
             return
         heappop = heapq.heappop
         pushed = self._pushed
-        watched = self._watch_dag
         emptied = self._emptied
         dag = self._dag
         u64_max = U64_MAX
@@ -739,7 +841,7 @@ class Tracker:
                 continue  # reached along a chain already
             updates: list[tuple[Any, int]] = list(waiting.items())
             while True:
-                kind, node, port, implications, nexts, chain = dag[location]
+                kind, node, port, implications, nexts, chain, report, nodes = dag[location]
                 if len(updates) == 1:
                     time, diff = updates[0]
                     changes = implications.update(time, diff) if diff else []
@@ -747,12 +849,12 @@ class Tracker:
                     changes = implications.update_iter(updates)
                 if not changes:
                     break
-                if watched is None or watched[location]:
+                for reported in report:
                     for t, d in changes:
-                        key = (node, kind, port, t)
+                        key = (*reported, t)
                         pushed[key] = pushed.get(key, 0) + d
                 if not implications._frontier:
-                    emptied.append(node)
+                    emptied.extend(nodes)
                 if chain >= 0:
                     # The only successor, with no other predecessor: go on directly.
                     location = chain
@@ -858,8 +960,7 @@ class Tracker:
                    for location in locations}
         self._watched = watched
         if self._acyclic:
-            self._watch_dag = [(kind, node, port) in watched
-                               for kind, node, port, *_ in self._dag]
+            self._index_dag()
 
     def drain_emptied(self) -> list[int]:
         """Return and clear the nodes one of whose implication frontiers became empty.

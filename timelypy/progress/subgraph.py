@@ -140,6 +140,8 @@ class Subgraph(Operate):
         self._incomplete: list[bool] = []
         self._incomplete_count = 0
         self._local: dict[tuple[int, int, int, Any], int] = {}
+        #: Pairs of locations still to share a frontier (:meth:`share_frontiers`).
+        self._share_later: list[tuple[Location, Location]] = []
         #: Children whose counts changed outside an activation (:meth:`note_changes`).
         self._reported: set[int] = set()
         #: Fused children (:mod:`timelypy.dataflow.fusion`) that sent along an unfused
@@ -261,8 +263,19 @@ class Subgraph(Operate):
         self.frontier_changes = list(input_changes)
         # Like Timely: the scope cares about its inputs' frontiers as much as its
         # most interested child does.
+        # A child that records its frontier's changes (a probe) needs every one
+        # propagated to it, whether or not they schedule it.
         interest = max(
-            (n for child in children[1:] for n in child.notify), default=FrontierInterest.NEVER
+            (
+                n
+                for child in children[1:]
+                for n in (
+                    child.notify
+                    if child.frontier_changes is None
+                    else [*child.notify, FrontierInterest.ALWAYS]
+                )
+            ),
+            default=FrontierInterest.NEVER,
         )
         if self.demand:
             # Unlike Timely: in demand mode a batch is held while its decrements
@@ -329,6 +342,33 @@ class Subgraph(Operate):
         if not self._marked:
             self._marked = True
             self.activate_self()
+
+    def share_frontiers(self, links: list[tuple[Location, Location]]) -> None:
+        """Have each ``(earlier, later)`` pair of locations share one frontier from now on.
+
+        For operator fusion (:mod:`timelypy.dataflow.fusion`): ``later`` will
+        never hold a pointstamp, so its frontier is always ``earlier``'s and
+        one update serves both (:meth:`Tracker.alias`).  A pair that cannot
+        be joined yet -- other workers' initial capabilities still counted --
+        is joined after a later propagation.
+        """
+        self._share_later = links
+        self._join_frontiers()
+
+    def _join_frontiers(self) -> None:
+        tracker: Tracker = self.tracker  # type: ignore[assignment]
+        links = self._share_later
+        left = tracker.alias(links)
+        if len(left) != len(links):
+            # Aliased inputs have a new live frontier: hand it to their operators.
+            joined = {later.node for _, later in links} - {later.node for _, later in left}
+            for node in joined:
+                child = self.children[node]
+                if child is not None:
+                    child.set_input_frontiers(
+                        [port.implications for port in tracker.node_state(node).targets]
+                    )
+        self._share_later = left
 
     def note_changes(self, index: int) -> None:
         """Take child ``index``'s progress counts in the next pass, without running it."""
@@ -583,6 +623,8 @@ class Subgraph(Operate):
                 else:
                     update_source(node, port, time, diff)
         tracker.propagate_all()
+        if self._share_later:
+            self._join_frontiers()
 
         pushed = tracker._drain_pushed()
         if pushed:
