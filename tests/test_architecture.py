@@ -56,7 +56,7 @@ THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "recovery": (),
     "flow": ("cloudpickle", "msgpack"),
     "top": (),
-    "spark": ("pyspark", "zmq", "cloudpickle", "py4j"),
+    "spark": ("pyspark", "pyarrow", "zmq", "cloudpickle", "py4j"),  # Arrow: DESIGN §1
     "metrics": ("prometheus_client",),
     "testing": ("hypothesis",),
 }

@@ -11,10 +11,13 @@ How it runs (see ``docs/spark.md``):
   driver checks the cluster's slots itself and fails in seconds with a
   clear message.  Dynamic allocation cannot run barrier stages and is
   rejected up front too.
-* **One barrier stage**, ``rdd.barrier().mapPartitions(task)``, run in a
-  background thread under its own job group, while the driver's thread
-  serves the :class:`~timelypy_spark.rendezvous.Rendezvous` and watches
-  for errors and the deadline.
+* **One barrier stage** (a :class:`BarrierStage`):
+  ``rdd.barrier().mapPartitions(task)``, or for a DataFrame in and out
+  ``frame.mapInArrow(task, schema, barrier=True)`` (:mod:`timelypy_spark.arrow`),
+  run in a background thread under its own job group, while the driver's
+  thread serves the :class:`~timelypy_spark.rendezvous.Rendezvous` and
+  watches for errors and the deadline.  Either way the same task function
+  (:func:`timelypy_spark.task.barrier_task`) runs in every task.
 * **Failure.**  A worker error (sent by its task), a lost task (the stage
   fails), or the ``timeout`` cancels the whole job group (Spark interrupts
   every task) and re-raises the *original* worker exception on the driver.
@@ -39,7 +42,8 @@ import re
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from timelypy.errors import ClusterError, ConfigError, TimelyError
@@ -52,6 +56,7 @@ __all__ = [
     "SparkJobError",
     "TaskLostError",
     "AttemptService",
+    "BarrierStage",
     "check_slots",
     "executor_cause",
     "spark_context",
@@ -108,6 +113,48 @@ class AttemptService:
 
     def end(self, attempt: int, ok: bool) -> None:
         """Attempt ``attempt`` ended."""
+
+
+@dataclass(frozen=True)
+class BarrierStage:
+    """The input of one barrier stage, and how the task function runs over it.
+
+    :meth:`of_rdd`: ``rdd.barrier().mapPartitions(task)``, the task reading
+    the RDD's records; :meth:`of_frame`: ``frame.mapInArrow(task, schema,
+    barrier=True)``, the task reading and yielding ``pyarrow.RecordBatch``es
+    of the DataFrame's and ``schema``'s columns.  ``partitions`` is the
+    number of tasks (one per worker).
+    """
+
+    source: Any
+    partitions: int
+    #: The output ``StructType`` of a ``mapInArrow`` stage; ``None`` for an RDD stage.
+    schema: Any = None
+    #: ``encode(records)``: a streaming task's output records as one item of the stage's
+    #: output (a ``RecordBatch`` for ``mapInArrow``); ``None`` yields the records themselves.
+    encode: Callable[[list[Any]], Any] | None = None
+
+    @classmethod
+    def of_rdd(cls, rdd: Any) -> BarrierStage:
+        """The barrier stage over ``rdd``'s partitions."""
+        return cls(rdd, rdd.getNumPartitions())
+
+    @classmethod
+    def of_frame(
+        cls, frame: Any, schema: Any, partitions: int, encode: Callable[[list[Any]], Any]
+    ) -> BarrierStage:
+        """The barrier ``mapInArrow`` stage over ``frame``'s ``partitions`` partitions.
+
+        ``encode`` makes one ``RecordBatch`` of ``schema`` from a list of
+        output records (a :class:`timelypy_spark.arrow.BatchWriter`).
+        """
+        return cls(frame, partitions, schema, encode)
+
+    def apply(self, task: Callable[[Iterable[Any]], Iterator[Any]]) -> Any:
+        """The stage's output (an RDD or a DataFrame), with ``task`` run on every partition."""
+        if self.schema is None:
+            return self.source.barrier().mapPartitions(task)
+        return self.source.mapInArrow(task, self.schema, barrier=True)
 
 
 def spark_context(spark: Any) -> Any:
@@ -322,7 +369,7 @@ def execute(
 
 def run_barrier(
     sc: Any,
-    rdd: Any,
+    source: Any,
     program: Callable[[Any, Iterator[Any]], Any] | None,
     workers: int,
     *,
@@ -336,24 +383,28 @@ def run_barrier(
     service: AttemptService | None = None,
     name: str = "program",
 ) -> Any:
-    """Run ``program`` as a barrier stage over ``rdd``'s partitions; return ``action``'s value.
+    """Run ``program`` as a barrier stage over ``source``; return ``action``'s value.
+
+    ``source`` is an RDD (one task per partition) or a :class:`BarrierStage`.
 
     ``timeout``, ``attempts``, ``serializer`` and ``connect_timeout`` left
     ``None`` come from the Spark configuration (:data:`CONF_KEYS`) or their
     defaults.  ``name`` (the program's or the dataflow's) names the Spark
     jobs and stages in the UI.
 
-    ``action(barrier_rdd)`` is the Spark action that runs the stage (a
-    ``collect``, or a ``count`` of a persisted RDD).  With a
+    ``action(output)`` is the Spark action that runs the stage on its output
+    (an RDD, or a ``mapInArrow`` stage's DataFrame): a ``collect``, or a
+    ``count`` of a persisted RDD or DataFrame.  With a
     ``stream_program`` instead of a ``program``, each task yields the
     records its worker emits while it runs (see :mod:`timelypy_spark.task`).
     A ``service`` is told of each attempt and answers the tasks' requests.
     """
     if (program is None) == (stream_program is None):
         raise ConfigError("run_barrier needs a program or a stream_program (exactly one)")
-    if rdd.getNumPartitions() != workers:
+    stage = source if isinstance(source, BarrierStage) else BarrierStage.of_rdd(source)
+    if stage.partitions != workers:
         raise ConfigError(
-            f"the input has {rdd.getNumPartitions()} partitions but {workers} workers were "
+            f"the input has {stage.partitions} partitions but {workers} workers were "
             "asked for; every worker reads one partition"
         )
     timeout = _conf(sc, "spark.timelypy.timeout", timeout, float, None)
@@ -374,7 +425,7 @@ def run_barrier(
             service.start(execution)
         try:
             value = _run_execution(
-                sc, rdd, program, workers, run, execution, secret,
+                sc, stage, program, workers, run, execution, secret,
                 flatten=flatten, timeout=timeout, serializer=serializer,
                 connect_timeout=connect_timeout, action=action, stream_program=stream_program,
                 service=service, name=name,
@@ -398,7 +449,7 @@ def run_barrier(
 
 def _run_execution(
     sc: Any,
-    rdd: Any,
+    stage: BarrierStage,
     program: Callable[[Any, Iterator[Any]], Any] | None,
     workers: int,
     run: str,
@@ -418,11 +469,11 @@ def _run_execution(
     spec = TaskSpec(
         run=run, execution=execution, secret=secret, driver=rendezvous.endpoint,
         workers=workers, serializer=serializer, connect_timeout=connect_timeout,
-        program=program, flatten=flatten, stream_program=stream_program,
+        program=program, flatten=flatten, stream_program=stream_program, encode=stage.encode,
     )
     group = f"timelypy-{run}-{execution}"
     outcome: dict[str, Any] = {}
-    barrier_rdd = rdd.barrier().mapPartitions(barrier_task(spec))
+    output = stage.apply(barrier_task(spec))
 
     def job() -> None:
         # The Spark UI names jobs by their description and stages by their call site:
@@ -434,7 +485,7 @@ def _run_execution(
         sc.setJobGroup(group, description, interruptOnCancel=True)
         try:
             with _call_site(sc, f"timelypy {name}"):
-                outcome["value"] = action(barrier_rdd)
+                outcome["value"] = action(output)
         except BaseException as exc:
             outcome["error"] = exc
 

@@ -10,13 +10,17 @@ runs :func:`timelypy.flow.driver.flow_program` on its worker, with
 (no exchange to one worker) and its task *yields* them as ``(epoch, item)``
 while the flow runs, through a bounded queue, so no task holds its whole
 output.  Those records are the result: an RDD of ``(epoch, item)``, a
-DataFrame (given a ``schema``), or a list (``collect=True``).
+DataFrame (given a ``schema``, or ``output="frame"`` to infer one from a
+sample, as :func:`timelypy_spark.run` does), or a list (``collect=True``).
 
 Where the items come from (``source``):
 
 * **an RDD** -- repartitioned to ``workers`` partitions if needed; worker
   ``i`` reads partition ``i``.
-* **a DataFrame** -- its rows, as tuples (``row_type="dict"``: dicts).
+* **a DataFrame** -- its rows, as tuples (``row_type="dict"``: dicts).  With
+  a DataFrame result too, the rows enter and the result rows leave the
+  tasks as Arrow batches (``mapInArrow(..., barrier=True)``,
+  :mod:`timelypy_spark.arrow`).
 * **an input config** (a :class:`~timelypy.flow.inputs.PartitionedInputConfig`,
   or a :class:`~timelypy.flow.inputs.ManualInputConfig`), or ``None`` for the
   flow's own ``input`` step -- read inside the tasks as
@@ -38,6 +42,7 @@ executors; only captures without one feed the result.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import queue
 import threading
@@ -49,13 +54,19 @@ from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.driver import FlowWorker, flow_program
 from timelypy.flow.inputs import InputConfig, ManualInputConfig, epochs_from_pairs
 from timelypy.recovery import AttachedExecution, RecoveryConfig
-from timelypy_spark.driver import AttemptService, default_workers, spark_context
+from timelypy_spark.arrow import BatchReader, BatchWriter, infer_schema
+from timelypy_spark.driver import AttemptService, BarrierStage, default_workers, spark_context
 from timelypy_spark.epochs import Epochs, memory_mb
 from timelypy_spark.io import (
+    Reader,
+    as_frame,
     as_rdd,
     check_workers,
-    row_converter,
+    is_frame,
+    output_kind,
+    row_reader,
     run_streaming,
+    sample_records,
     session_of,
 )
 from timelypy_spark.recovery import RemoteStore, StoreService
@@ -77,6 +88,7 @@ def run_flow(
     epoch_length: float | datetime.timedelta | None = None,
     presorted: bool = False,
     schema: Any = None,
+    output: str | None = None,
     epoch_column: str | None = "epoch",
     row_type: str = "tuple",
     timeout: float | None = None,
@@ -104,7 +116,12 @@ def run_flow(
     ``(epoch, *item)`` -- a leading ``epoch_column`` (``long``; ``None``
     leaves it out) then the item's fields (a tuple's elements, a dict's
     values by name, or the item itself for one column); with
-    ``collect=True``, a list of the pairs on the driver.
+    ``collect=True`` (or ``output="list"``), a list of the pairs on the
+    driver.  ``output="frame"`` without a ``schema`` infers the item's
+    columns from the flow's output over a sample of an RDD or DataFrame
+    source, on the driver (:mod:`timelypy_spark.io`).  A DataFrame source
+    with a DataFrame result runs through Arrow batches
+    (:mod:`timelypy_spark.arrow`).
 
     ``timeout``, ``attempts``, ``serializer`` and ``connect_timeout`` are as
     for :func:`timelypy_spark.execute`.  A user function that raises in any
@@ -122,38 +139,86 @@ def run_flow(
     """
     if not isinstance(flow, Dataflow):
         raise FlowError(f"run_flow needs a timelypy.flow.Dataflow, got {flow!r}")
-    if collect and schema is not None:
-        raise ConfigError("collect=True returns a list; it cannot also make a DataFrame")
+    kind = output_kind(output, schema, collect)
     if epoch_column is not None and (not isinstance(epoch_column, str) or not epoch_column):
         raise ConfigError(f"epoch_column must be a column name or None, got {epoch_column!r}")
     sc = spark_context(spark)
     rdd, program = _flow_input(
         sc, flow, source, workers, epoch_of, epoch_length, presorted, row_type,
-        recovery_config, deliver=False,
+        recovery_config, deliver=False, arrow=kind == "frame",
     )
-    output_schema = None if schema is None else frame_schema(spark, schema, epoch_column)
+    output_schema = None
+    if kind == "frame":
+        if schema is None:
+            schema = _sample_schema(
+                spark, flow, source, rdd, epoch_of, epoch_length, presorted, row_type
+            )
+        output_schema = frame_schema(spark, schema, epoch_column)
+    if isinstance(rdd, BarrierStage):
+        writer = BatchWriter(output_schema)
+        rdd = dataclasses.replace(
+            rdd, schema=output_schema, encode=_FrameEncoder(writer, epoch_column)
+        )
     with contextlib.ExitStack() as stack:
         service = None
         if recovery_config is not None:
-            service = stack.enter_context(
-                StoreService(recovery_config, rdd.getNumPartitions())
-            )
-        output = run_streaming(
+            partitions = rdd.partitions if isinstance(rdd, BarrierStage) else rdd.getNumPartitions()
+            service = stack.enter_context(StoreService(recovery_config, partitions))
+        result = run_streaming(
             sc,
             rdd,
             program,
             name=flow_name(flow),
-            collect=collect,
+            collect=kind == "list",
             timeout=timeout,
             attempts=attempts,
             serializer=serializer,
             connect_timeout=connect_timeout,
             service=service,
         )
-    if output_schema is None:
-        return output
-    rows = output.mapPartitions(lambda pairs: flow_rows(pairs, epoch_column))
+    if output_schema is None or isinstance(rdd, BarrierStage):
+        return result
+    rows = result.mapPartitions(lambda pairs: flow_rows(pairs, epoch_column))
     return session_of(spark).createDataFrame(rows, output_schema)
+
+
+class _FrameEncoder:
+    """A task's ``(epoch, item)`` pairs as one ``RecordBatch`` of the result's rows."""
+
+    def __init__(self, writer: BatchWriter, epoch_column: str | None) -> None:
+        self.writer = writer
+        self.epoch_column = epoch_column
+
+    def __call__(self, pairs: list[Any]) -> Any:
+        """The batch of ``flow_rows(pairs)``."""
+        return self.writer(list(flow_rows(pairs, self.epoch_column)))
+
+
+def _sample_schema(
+    spark: Any,
+    flow: Dataflow,
+    source: Any,
+    prepared: Any,
+    epoch_of: Callable[[Any], int] | None,
+    epoch_length: float | datetime.timedelta | None,
+    presorted: bool,
+    row_type: str,
+) -> Any:
+    """The items' ``StructType``, inferred from the flow's output over a sample of ``source``."""
+    if source is None or isinstance(source, InputConfig):
+        raise ConfigError(
+            "output='frame' without a schema infers it from a sample of an RDD or DataFrame "
+            "source; with an input config, pass schema= (the items' columns)"
+        )
+    epochs = Epochs.of(epoch_of, epoch_length, presorted=presorted)
+    if isinstance(prepared, BarrierStage):
+        reader: Reader | None = BatchReader(prepared.source.schema, row_type)
+    else:
+        reader = row_reader(source, row_type)
+    program = _records_program(flow, epochs, reader, None)
+    pairs = sample_records(program, source)
+    struct, _ = infer_schema(session_of(spark), [item for _, item in pairs], "run_flow()")
+    return struct
 
 
 def flow_name(flow: Dataflow) -> str:
@@ -309,8 +374,13 @@ def _flow_input(
     recovery_config: RecoveryConfig | None,
     *,
     deliver: bool,
+    arrow: bool = False,
 ) -> tuple[Any, StreamProgram]:
-    """The RDD the barrier stage runs over and the tasks' program, for ``source``."""
+    """The RDD the barrier stage runs over and the tasks' program, for ``source``.
+
+    With ``arrow`` and a DataFrame ``source``, a :class:`BarrierStage` over
+    the DataFrame (its output schema still to be set) instead of the RDD.
+    """
     own = flow.input_config
     if source is None or isinstance(source, InputConfig):
         if source is None and own is None:
@@ -339,9 +409,14 @@ def _flow_input(
         epochs = Epochs.of(
             epoch_of, epoch_length, presorted=presorted, sort_memory_mb=memory_mb(sc.getConf())
         )
-        convert = row_converter(source, row_type)
+        if arrow and is_frame(source):
+            frame, partitions = as_frame(source, workers)
+            reader: Reader | None = BatchReader(frame.schema, row_type)
+            program = _records_program(flow, epochs, reader, recovery_config, deliver)
+            return BarrierStage(frame, partitions), program
+        reader = row_reader(source, row_type)
         rdd = as_rdd(source, workers, "run_flow()")
-        program = _records_program(flow, epochs, convert, recovery_config, deliver)
+        program = _records_program(flow, epochs, reader, recovery_config, deliver)
     return rdd, program
 
 
@@ -466,7 +541,7 @@ def _config_program(
 def _records_program(
     flow: Dataflow,
     epochs: Epochs,
-    convert: Callable[[Any], Any] | None,
+    reader: Reader | None,
     recovery_config: RecoveryConfig | None,
     deliver: bool = False,
 ) -> StreamProgram:
@@ -475,7 +550,7 @@ def _records_program(
     def program(
         worker: Any, partition: Iterator[Any], emit: EmitBatch, task: TaskContext
     ) -> None:
-        records = partition if convert is None else map(convert, partition)
+        records = partition if reader is None else reader(partition)
 
         def input_builder(
             worker_index: int, worker_count: int, resume_epoch: int

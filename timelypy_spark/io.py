@@ -2,8 +2,9 @@
 
 ``source`` is an RDD or a DataFrame.  Each of its partitions is read by one
 worker as that worker's input stream; ``build(scope, stream)`` builds the
-dataflow and returns the output stream, whose records come back as an RDD
-(or as a DataFrame, given a ``schema``).
+dataflow and returns the output stream, whose records come back as an RDD,
+as a DataFrame (given a ``schema``, or ``output="frame"`` to infer one), or
+as a list (``collect=True``).
 
 Epochs (:mod:`timelypy_spark.epochs`): by default a worker's whole partition
 is one epoch (time 0), so ``reduce``-style operators see all of it at once.
@@ -16,15 +17,32 @@ different data on each worker.
 DataFrame rows enter as plain tuples (``tuple(row)``), which travel between
 workers with the default codec; ``row_type="dict"`` gives ``row.asDict()``.
 
+**DataFrame in, DataFrame out: Arrow.**  When the source is a DataFrame and
+the result is one too, the barrier stage is ``mapInArrow(...,
+barrier=True)``: rows reach the tasks as Arrow batches and leave them as
+Arrow batches (:mod:`timelypy_spark.arrow`), the same Python values as the
+row path's on the way in, the output schema's types on the way out.  Any
+other combination reads ``df.rdd`` or the RDD row by row, as before.
+
+**Output schema.**  ``schema=`` (a DDL string, a ``StructType``, or one
+atomic type whose records are bare values) is used as given.
+``output="frame"`` without it infers one: the first :data:`SAMPLE_ROWS`
+rows of the source run through ``build`` on one in-process worker on the
+driver, and Spark infers the schema of that output
+(``spark.createDataFrame(records).schema``); an empty sample, or values
+Spark cannot type, raise a :class:`~timelypy.errors.ConfigError` that says
+to pass ``schema=``.  The sample run calls the user's functions on the
+driver, once more, over those rows.
+
 Each worker's output records leave its task while it runs (a bounded queue
 between the worker and Spark's output, :mod:`timelypy_spark.task`), so no
 worker holds its whole output.  The workers run once, in a barrier stage,
 before ``run`` returns.  Their output then crosses a shuffle into an
-ordinary, persisted RDD (memory and disk): Spark refuses ``take``,
-``first`` or ``show`` on anything that still chains to a barrier stage, and
-the shuffle files keep the output, so later actions never run the workers
-again.  ``collect=True`` skips all that and returns the records in a list,
-from the same single job.
+ordinary, persisted RDD or DataFrame (memory and disk): Spark refuses
+``take``, ``first`` or ``show`` on anything that still chains to a barrier
+stage, and the shuffle files keep the output, so later actions never run
+the workers again.  ``collect=True`` skips all that and returns the records
+in a list, from the same single job.
 
 >>> # result = timelypy_spark.run(spark, lambda scope, lines: lines.flat_map(str.split), rdd)
 """
@@ -32,28 +50,42 @@ from the same single job.
 from __future__ import annotations
 
 import datetime
+import threading
 from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
 from timelypy.errors import ConfigError
-from timelypy_spark.driver import AttemptService, run_barrier, spark_context
+from timelypy_spark.arrow import BatchReader, BatchWriter, infer_schema, output_schema
+from timelypy_spark.driver import AttemptService, BarrierStage, run_barrier, spark_context
 from timelypy_spark.epochs import Epochs, memory_mb
 from timelypy_spark.task import EmitBatch, StreamProgram, TaskContext
 
 __all__ = [
     "run",
     "BATCH",
+    "SAMPLE_ROWS",
     "as_rdd",
+    "as_frame",
+    "is_frame",
+    "output_kind",
     "check_workers",
     "row_converter",
+    "row_reader",
+    "sample_records",
     "materialize",
+    "materialize_frame",
     "run_streaming",
     "session_of",
 ]
 
 #: Records per batch fed into the dataflow.
 BATCH = 4096
+#: Rows of the source that ``output="frame"`` runs on the driver to infer the schema.
+SAMPLE_ROWS = 1000
+
+#: A function from a task's partition iterator to the records its worker reads.
+Reader = Callable[[Iterator[Any]], Iterator[Any]]
 
 
 def run(
@@ -63,6 +95,7 @@ def run(
     *,
     workers: int | None = None,
     schema: Any = None,
+    output: str | None = None,
     epoch_of: Callable[[Any], int] | None = None,
     epoch_length: float | datetime.timedelta | None = None,
     presorted: bool = False,
@@ -80,36 +113,96 @@ def run(
     repartitioned when they differ).  Epochs come from ``epoch_of(record)``
     or from the clock (``epoch_length`` seconds), or the whole input is
     epoch 0 (:mod:`timelypy_spark.epochs`); ``epoch_size``, which counted
-    records per worker, was removed and raises :class:`ConfigError`.  With
-    ``collect=True`` the output records come back to the driver as a list,
-    in the same single Spark job (no persisted RDD, no second job).
-    ``timeout``, ``attempts``, ``serializer`` and ``connect_timeout`` are as
-    for :func:`timelypy_spark.execute` (read from ``spark.timelypy.*`` when
-    left out).  See the module documentation.
+    records per worker, was removed and raises :class:`ConfigError`.
+
+    The result (``output``): ``"rdd"`` (the default without a ``schema``),
+    ``"frame"`` (the default with one; without one the schema is inferred
+    from a sample, see the module documentation) or ``"list"`` (the same as
+    ``collect=True``: the records on the driver, from the same single Spark
+    job).  A DataFrame source with a DataFrame result runs through Arrow
+    batches.  ``timeout``, ``attempts``, ``serializer`` and
+    ``connect_timeout`` are as for :func:`timelypy_spark.execute` (read
+    from ``spark.timelypy.*`` when left out).
     """
     sc = spark_context(spark)
     epochs = Epochs.of(
         epoch_of, epoch_length, presorted=presorted,
         sort_memory_mb=memory_mb(sc.getConf()), epoch_size=epoch_size,
     )
-    convert = row_converter(source, row_type)
-    if collect and schema is not None:
-        raise ConfigError("collect=True returns a list; it cannot also make a DataFrame")
-    rdd = as_rdd(source, workers)
-    output = run_streaming(
-        sc,
-        rdd,
-        _program(build, epochs, convert),
-        name=getattr(build, "__name__", type(build).__name__),
-        collect=collect,
-        timeout=timeout,
-        attempts=attempts,
-        serializer=serializer,
-        connect_timeout=connect_timeout,
+    kind = output_kind(output, schema, collect)
+    name = getattr(build, "__name__", type(build).__name__)
+    options: dict[str, Any] = dict(
+        timeout=timeout, attempts=attempts, serializer=serializer,
+        connect_timeout=connect_timeout, name=name,
     )
-    if schema is None:
-        return output
-    return session_of(spark).createDataFrame(output, schema)
+    if kind == "frame" and is_frame(source):
+        session = session_of(spark)
+        frame, partitions = as_frame(source, workers)
+        reader: Reader = BatchReader(frame.schema, row_type)
+        program = _program(build, epochs, reader)
+        if schema is None:
+            struct, atomic = infer_schema(session, sample_records(program, source))
+        else:
+            struct, atomic = output_schema(session, schema)
+        stage = BarrierStage.of_frame(frame, struct, partitions, BatchWriter(struct, atomic))
+        return run_streaming(sc, stage, program, collect=False, **options)
+    row_read = row_reader(source, row_type)
+    rdd = as_rdd(source, workers)
+    program = _program(build, epochs, row_read)
+    if kind == "frame" and schema is None:
+        struct, atomic = infer_schema(session_of(spark), sample_records(program, source))
+        schema = struct.fields[0].dataType if atomic else struct  # bare values: one column
+    result = run_streaming(sc, rdd, program, collect=kind == "list", **options)
+    if kind != "frame":
+        return result
+    return session_of(spark).createDataFrame(result, schema)
+
+
+def output_kind(output: str | None, schema: Any, collect: bool) -> str:
+    """``"rdd"``, ``"frame"`` or ``"list"``: what ``output``, ``schema`` and ``collect`` ask for.
+
+    >>> output_kind(None, None, False), output_kind(None, "a int", False)
+    ('rdd', 'frame')
+    >>> output_kind("frame", None, False), output_kind(None, None, True)
+    ('frame', 'list')
+    """
+    if output not in (None, "rdd", "frame", "list"):
+        raise ConfigError(f"output must be 'rdd', 'frame' or 'list', not {output!r}")
+    if collect and output not in (None, "list"):
+        raise ConfigError(f"collect=True returns a list; it cannot also make output={output!r}")
+    if collect or output == "list":
+        if schema is not None:
+            raise ConfigError("collect=True returns a list; it cannot also make a DataFrame")
+        return "list"
+    if output == "rdd" and schema is not None:
+        raise ConfigError("a schema makes a DataFrame: pass output='frame' (or no output)")
+    if output is None:
+        return "rdd" if schema is None else "frame"
+    return output
+
+
+def sample_records(program: StreamProgram, source: Any) -> list[Any]:
+    """The output of ``program`` over the first :data:`SAMPLE_ROWS` rows of ``source``.
+
+    One in-process timelypy worker on the driver (:func:`timelypy.execute`)
+    runs the same program the tasks run, over a DataFrame's first rows as
+    Arrow batches (``limit().toArrow()``) or an RDD's (``take``): pass the
+    source as given, not repartitioned, so that only those rows are read.
+    """
+    import timelypy
+
+    if is_frame(source):
+        partition: list[Any] = source.limit(SAMPLE_ROWS).toArrow().to_batches()
+    else:
+        partition = source.take(SAMPLE_ROWS)
+    records: list[Any] = []
+    stop = threading.Event()
+
+    def sample(worker: Any) -> None:
+        program(worker, iter(partition), records.extend, TaskContext(0, stop, None))  # type: ignore[arg-type]
+
+    timelypy.execute(None, sample)
+    return records
 
 
 def run_streaming(
@@ -127,25 +220,39 @@ def run_streaming(
 ) -> Any:
     """Run ``program`` as one barrier task per partition of ``rdd``; its output records.
 
-    The tasks stream their output records back as they are emitted; the
-    result is the driver's list (``collect``) or an RDD of them.  A
+    ``rdd`` is an RDD or a :class:`~timelypy_spark.driver.BarrierStage`
+    (a ``mapInArrow`` stage makes a DataFrame).  The tasks stream their
+    output records back as they are emitted; the result is the driver's
+    list (``collect``), or an RDD or DataFrame of them, persisted.  A
     ``service`` serves the tasks from the driver (see :func:`run_barrier`).
     """
+    stage = rdd if isinstance(rdd, BarrierStage) else BarrierStage.of_rdd(rdd)
+    if collect:
+        action: Callable[[Any], Any] = _collect
+    elif stage.schema is None:
+        action = materialize
+    else:
+        def action(frame: Any) -> Any:
+            return materialize_frame(frame, stage.partitions)
     return run_barrier(
         sc,
-        rdd,
+        stage,
         None,
-        rdd.getNumPartitions(),
+        stage.partitions,
         flatten=True,
         timeout=timeout,
         attempts=attempts,
         serializer=serializer,
         connect_timeout=connect_timeout,
-        action=(lambda barrier_rdd: barrier_rdd.collect()) if collect else materialize,
+        action=action,
         stream_program=program,
         service=service,
         name=name,
     )
+
+
+def _collect(output: Any) -> Any:
+    return output.collect()
 
 
 def check_workers(workers: object) -> int:
@@ -161,7 +268,7 @@ def as_rdd(source: Any, workers: int | None, what: str = "run()") -> Any:
     ``workers`` defaults to ``source``'s partition count; with another
     number it is repartitioned.
     """
-    if _is_frame(source):
+    if is_frame(source):
         rdd = source.rdd
     elif hasattr(source, "mapPartitions") and hasattr(source, "getNumPartitions"):
         rdd = source
@@ -175,7 +282,21 @@ def as_rdd(source: Any, workers: int | None, what: str = "run()") -> Any:
     return rdd
 
 
-def _is_frame(source: Any) -> bool:
+def as_frame(source: Any, workers: int | None) -> tuple[Any, int]:
+    """A DataFrame ``source`` with ``workers`` partitions, and that number.
+
+    ``workers`` defaults to ``source``'s partition count; with another
+    number it is repartitioned.
+    """
+    partitions = source.rdd.getNumPartitions()
+    workers = check_workers(partitions if workers is None else workers)
+    if partitions != workers:
+        source = source.repartition(workers)
+    return source, workers
+
+
+def is_frame(source: Any) -> bool:
+    """Whether ``source`` is a DataFrame (rather than an RDD)."""
     return hasattr(source, "rdd") and hasattr(source, "schema")
 
 
@@ -183,9 +304,45 @@ def row_converter(source: Any, row_type: str) -> Callable[[Any], Any] | None:
     """How a DataFrame's rows enter the dataflow (``None``: as they are)."""
     if row_type not in ("tuple", "dict", "row"):
         raise ConfigError(f"row_type must be 'tuple', 'dict' or 'row', not {row_type!r}")
-    if not _is_frame(source) or row_type == "row":
+    if not is_frame(source) or row_type == "row":
         return None
     return tuple if row_type == "tuple" else _row_as_dict
+
+
+def row_reader(source: Any, row_type: str) -> Reader | None:
+    """The records a task reads from its RDD partition (``None``: the partition's own)."""
+    convert = row_converter(source, row_type)
+    if convert is None:
+        return None
+    return lambda partition: map(convert, partition)
+
+
+def materialize_frame(frame: Any, partitions: int) -> Any:
+    """A ``mapInArrow`` stage's DataFrame, persisted after a shuffle and computed once.
+
+    As :func:`materialize` does for an RDD: a shuffle takes the output off
+    the barrier stage (so ``show`` and ``take`` work), and the persisted
+    result keeps it, so later actions do not run the workers again.  The
+    shuffle keeps each worker's output in the partition of the same number
+    (``repartitionById`` by ``spark_partition_id()``, PySpark 4.1 and
+    later); before 4.1 it is a round-robin ``repartition``, for which Spark
+    sorts each task's output first (``spark.sql.execution.sortBeforeRepartition``).
+    """
+    from pyspark import StorageLevel
+
+    if hasattr(frame, "repartitionById"):
+        from pyspark.sql.functions import spark_partition_id
+
+        output = frame.repartitionById(partitions, spark_partition_id())
+    else:  # pragma: no cover - PySpark 3.5 and 4.0
+        output = frame.repartition(partitions)
+    output.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        output.count()
+    except BaseException:
+        output.unpersist(blocking=False)  # a failed run leaves no cached DataFrame behind
+        raise
+    return output
 
 
 def materialize(barrier_rdd: Any) -> Any:
@@ -234,7 +391,7 @@ def _row_as_dict(row: Any) -> Any:
 def _program(
     build: Callable[[Any, Any], Any],
     epochs: Epochs,
-    convert: Callable[[Any], Any] | None,
+    reader: Reader | None,
 ) -> StreamProgram:
     """The per-worker program: feed the partition, emit the output stream's batches."""
 
@@ -256,7 +413,7 @@ def _program(
             result.inspect_batch(lambda time, records: emit(list(records))).probe_with(probe)
 
         worker.dataflow(dataflow)
-        records = partition if convert is None else map(convert, partition)
+        records = partition if reader is None else reader(partition)
         if epochs.epoch_of is None and epochs.epoch_length is None:
             while batch := list(islice(records, BATCH)):
                 handle.send_batch(batch)

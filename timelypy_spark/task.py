@@ -18,7 +18,15 @@ while the worker runs instead: the worker runs in a thread of the task and
 hands its records, a batch at a time, to ``emit``; the task's generator
 (Spark's thread) yields them from a bounded queue, so Spark writes them out
 as they come and the task never holds more than :data:`STREAM_BATCHES`
-batches.  A worker that outruns Spark's writing waits in ``emit``.
+batches.  A worker that outruns Spark's writing waits in ``emit``.  With an
+:attr:`TaskSpec.encode` (a ``mapInArrow`` stage, :mod:`timelypy_spark.arrow`)
+each queued piece is encoded in the worker's thread, and the task yields
+the encoded pieces (``pyarrow.RecordBatch``es) instead of the records.
+
+A barrier stage with another number of tasks than the run's workers (a
+DataFrame whose partitions changed between planning and running) fails at
+once with a :class:`~timelypy.errors.ConfigError`, before any worker waits
+for peers that will never come.
 
 If anything fails, the task sends the exception to the driver (which
 cancels the whole gang and re-raises it) and then fails itself.
@@ -41,7 +49,7 @@ from typing import Any
 from timelypy.communication.cluster import ClusterTransport
 from timelypy.communication.config import Config
 from timelypy.communication.network import ClusterNetwork
-from timelypy.errors import ClusterError
+from timelypy.errors import ClusterError, ConfigError
 from timelypy.execute import initialize_from
 from timelypy.progress.metrics import progress_summary
 from timelypy_spark.rendezvous import TaskChannel, execution_tag, local_ip_towards
@@ -98,6 +106,15 @@ class TaskCancelled(Exception):
 _END = object()
 
 
+class _Encoded:
+    """An encoded piece of a streaming task's output, yielded as one item."""
+
+    __slots__ = ("item",)
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+
+
 @dataclass
 class TaskSpec:
     """Everything a task needs, shipped with it by Spark."""
@@ -116,6 +133,9 @@ class TaskSpec:
     #: A streaming program, used instead of ``program`` (see the module documentation).
     stream_program: StreamProgram | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    #: ``encode(records)``: what a streaming task yields for each piece of its output
+    #: (``None``: the records themselves; see the module documentation).
+    encode: Callable[[list[Any]], Any] | None = None
 
 
 def barrier_task(spec: TaskSpec) -> Callable[[Iterable[Any]], Iterator[Any]]:
@@ -129,6 +149,18 @@ def barrier_task(spec: TaskSpec) -> Callable[[Iterable[Any]], Iterator[Any]]:
         attempt = context.taskAttemptId()
         channel = TaskChannel(spec.driver, spec.secret, spec.run, spec.execution, index)
         reported: list[BaseException] = []
+        tasks = len(context.getTaskInfos())
+        if tasks != spec.workers:
+            error = ConfigError(
+                f"the barrier stage has {tasks} tasks, but the run has {spec.workers} workers "
+                f"(one per partition): the input's partitions changed after they were counted "
+                f"(adaptive query execution?); repartition it to {spec.workers} partitions first"
+            )
+            try:
+                channel.send_error(error, str(error))
+            finally:
+                channel.close()
+            raise error
 
         def report(error: BaseException) -> None:
             if not reported:
@@ -181,12 +213,18 @@ def _streamed(
     """
     batches: queue.Queue[Any] = queue.Queue(STREAM_BATCHES)
     stop = threading.Event()
+    encode = spec.encode
 
     def put(message: Any) -> None:
-        if type(message) is list and len(message) > STREAM_RECORDS:
-            for start in range(0, len(message), STREAM_RECORDS):
-                put(message[start : start + STREAM_RECORDS])
-            return
+        if type(message) is list:
+            if len(message) > STREAM_RECORDS:
+                for start in range(0, len(message), STREAM_RECORDS):
+                    put(message[start : start + STREAM_RECORDS])
+                return
+            if encode is not None:
+                if not message:
+                    return
+                message = _Encoded(encode(message))
         while True:
             try:
                 batches.put(message, timeout=POLL)
@@ -239,7 +277,10 @@ def _streamed(
                 break
             if isinstance(message, BaseException):
                 raise message
-            yield from message
+            if type(message) is _Encoded:
+                yield message.item
+            else:
+                yield from message
     finally:
         stop.set()
         thread.join(JOIN_WAIT)
