@@ -1,31 +1,63 @@
-"""Wordcount on Spark: timelypy workers as barrier tasks vs PySpark RDD and DataFrame.
+"""Wordcount and a DataFrame map on Spark: timelypy workers as barrier tasks vs PySpark.
 
     python -m benchmarks.spark_bench [--quick] [--repeat N] [--master local[2]] [--markdown]
+    python -m benchmarks.spark_bench --words 2M,10M,20M --repeat 3 [--map-rows 1000000]
 
-All three count the words of the 2,000,000-word corpus (``benchmarks/_data.py``)
-on the same SparkSession, reading the same text files, with as many
-partitions (and timelypy workers) as the master has cores:
+**Wordcount.**  Every candidate counts the words of the 2,000,000-word corpus
+(``benchmarks/_data.py``), or ``--words`` sizes of it: 10M and 20M words are
+the corpus repeated 5 and 10 times, written once as one file per core
+(``.bench-data/wc-x5``...; the session reads each file as one partition, so
+every candidate runs with as many partitions, and timelypy workers, as the
+master has cores), on the same SparkSession:
 
-* ``timelypy_spark`` -- ``textFile`` -> :func:`timelypy_spark.run` with the
-  ``count_words`` dataflow of ``examples/spark_wordcount.py`` (a per-batch
-  combiner, exchange by ``stable_hash``, totals per epoch), ``collect=True``
-  (one Spark job, like the peers);
+* ``timelypy combiner`` -- ``textFile`` -> :func:`timelypy_spark.run` with the
+  ``count_words`` dataflow of ``examples/spark_wordcount.py`` (a hand-written
+  per-epoch combiner, exchange by ``stable_hash``, totals per epoch),
+  ``collect=True`` (one Spark job, like the peers);
+* ``timelypy run_flow (docs)`` -- the wordcount as ``docs/spark.md`` shows it:
+  a :class:`timelypy.flow.Dataflow` of ``flat_map(str.split)``, ``map((w, 1))``,
+  ``reduce_epoch(add)``, ``capture()``, run by :func:`timelypy_spark.run_flow`
+  over the ``textFile`` RDD, ``collect=True``; no hand-written combiner
+  (``reduce_epoch`` combines on the sending worker itself);
+* ``timelypy run_flow (docs, Arrow)`` -- the same flow over ``read.text``'s
+  DataFrame to a DataFrame (``schema="word string, count long"``): rows in
+  and out as Arrow batches (``mapInArrow(barrier=True)``), then ``collect``;
+* ``timelypy run (docs)`` -- ``docs/spark.md``'s ``run`` example: ``flat_map``,
+  ``exchange(stable_hash)`` of every word, ``accumulate(Counter(), add)``;
 * ``pyspark rdd`` -- ``textFile`` -> ``flatMap(split)`` -> ``map((w, 1))``
   -> ``reduceByKey(add)`` -> ``collectAsMap``;
 * ``pyspark dataframe`` -- ``read.text`` -> ``split``/``explode`` ->
   ``groupBy().count()`` -> collect.
 
-Session start is excluded; every candidate runs once untimed first (Python
-workers start, files are cached), then the candidates alternate.  Every
-result is checked against ``collections.Counter``.
+**DataFrame map** (``--map-rows``, default 1,000,000): a DataFrame of
+``(id long, word string, value double)`` rows (``spark.range`` on as many
+partitions as cores) through one Python map per row, ``(id, word.upper(),
+value + 1.0)``, to a DataFrame, which is then read whole (``sum``/``max``
+of every column): ``timelypy arrow`` is :func:`timelypy_spark.run` with
+``rows.map(f)`` and the input's schema (Arrow in and out); ``pyspark
+mapInArrow`` is plain ``mapInArrow`` doing the same map, a batch at a time
+(``to_pylist`` per column, ``f`` per row, ``pyarrow.array`` per column).
+
+Session start is excluded; every candidate runs untimed first (twice at the
+first size: Python workers start and import pyarrow, files are cached), then
+the candidates alternate.  Every
+wordcount is checked against ``collections.Counter``, every map against
+the other.  Beside each median: the peak resident set of Spark's Python
+workers during the timed runs (the largest over the worker processes, each
+process's high-water mark reset through ``/proc/PID/clear_refs`` before
+every run), which stays flat as the input grows when nothing holds a whole
+partition or output.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 from collections import Counter
+from collections.abc import Callable
+from operator import add
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +68,9 @@ if str(ROOT) not in sys.path:
 from benchmarks._data import load_lines, part_paths  # noqa: E402
 from benchmarks._harness import fmt_ratio, measure_interleaved, print_table  # noqa: E402
 from benchmarks.peers import pyspark_peer  # noqa: E402
+
+#: Words in the corpus; ``--words`` sizes must be whole multiples of it.
+CORPUS_WORDS = 2_000_000
 
 
 def _count_words() -> Any:
@@ -48,21 +83,290 @@ def _count_words() -> Any:
     return module.count_words
 
 
+def docs_count_words(scope: Any, lines: Any) -> Any:
+    """``docs/spark.md``'s ``run`` wordcount: every word exchanged to its owner, then counted."""
+    from timelypy import stable_hash
+
+    def update(counts: Counter[str], words: list[str]) -> Counter[str]:
+        counts.update(words)
+        return counts
+
+    return (
+        lines.flat_map(str.split)
+        .exchange(stable_hash)
+        .accumulate(Counter(), update)
+        .flat_map(lambda counts: counts.items())
+    )
+
+
+def docs_flow(from_rows: bool = False) -> Any:
+    """``docs/spark.md``'s ``run_flow`` wordcount (seed 004's, splitting as ``str.split`` does)."""
+    from timelypy.flow import Dataflow
+
+    flow = Dataflow()
+    if from_rows:
+        flow.flat_map(lambda row: row[0].split())  # a DataFrame's rows are (line,)
+    else:
+        flow.flat_map(str.split)
+    flow.map(lambda word: (word, 1))
+    flow.reduce_epoch(add)
+    flow.capture()
+    return flow
+
+
+def parse_words(text: str) -> list[int]:
+    """``"2M,10M,20M"`` -> ``[2000000, 10000000, 20000000]`` (whole multiples of the corpus).
+
+    >>> parse_words("2M,20M")
+    [2000000, 20000000]
+    """
+    sizes = []
+    for part in text.split(","):
+        part = part.strip().upper()
+        scale = 1_000_000 if part.endswith("M") else 1_000 if part.endswith("K") else 1
+        words = int(float(part.rstrip("MK")) * scale)
+        if words < CORPUS_WORDS or words % CORPUS_WORDS:
+            raise SystemExit(f"--words sizes are multiples of {CORPUS_WORDS:,}, not {part}")
+        sizes.append(words)
+    return sizes
+
+
+def scaled_paths(factor: int) -> list[str]:
+    """The corpus ``factor`` times over: part ``i`` repeated, one file per part (written once)."""
+    parts = part_paths()
+    if factor == 1:
+        return [str(p) for p in parts]
+    directory = ROOT / ".bench-data" / f"wc-x{factor}"
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for part in parts:
+        path = directory / part.name
+        text = part.read_bytes()
+        if not path.is_file() or path.stat().st_size != len(text) * factor:
+            tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+            with tmp.open("wb") as out:
+                for _ in range(factor):
+                    out.write(text)
+            tmp.replace(path)
+        paths.append(str(path))
+    return paths
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def python_workers() -> list[int]:
+    """The pids of this driver's Spark Python workers (``pyspark.daemon`` and its forks)."""
+    pids = []
+    for pid in _descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                text = cmdline.read()
+            if b"pyspark.daemon" in text or b"pyspark.worker" in text:
+                pids.append(pid)
+        except OSError:
+            continue
+    return pids
+
+
+def reset_peaks() -> None:
+    """Reset every Python worker's peak resident set (``echo 5 > /proc/PID/clear_refs``)."""
+    for pid in python_workers():
+        try:
+            with open(f"/proc/{pid}/clear_refs", "w") as refs:
+                refs.write("5")
+        except OSError:
+            continue
+
+
+def peak_mb() -> float:
+    """The largest peak resident set (``VmHWM``) of the Python workers since the reset, MB."""
+    peak = 0
+    for pid in python_workers():
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+        except OSError:
+            continue
+    return peak / 1024
+
+
+def with_peaks(fn: Callable[[], Any], peaks: list[float]) -> Callable[[], Any]:
+    """``fn``, recording the Python workers' peak resident set of each call in ``peaks``."""
+
+    def call() -> Any:
+        reset_peaks()
+        result = fn()
+        peaks.append(peak_mb())
+        return result
+
+    return call
+
+
+def wordcount(
+    spark: Any, paths: list[str], cores: int, repeat: int, expected: Counter[str], warmup: int = 1
+) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """Time every wordcount candidate over ``paths``; return their stats and peaks."""
+    import timelypy_spark
+
+    sc = spark.sparkContext
+    count_words = _count_words()
+    layouts = {
+        "textFile": sc.textFile(",".join(paths), cores).getNumPartitions(),
+        "read.text": spark.read.text(paths).rdd.getNumPartitions(),
+    }
+    if set(layouts.values()) != {cores}:
+        raise AssertionError(f"the inputs should have {cores} partitions each: {layouts}")
+
+    def lines() -> Any:
+        source = sc.textFile(",".join(paths), cores)
+        if source.getNumPartitions() != cores:
+            source = source.repartition(cores)
+        return source
+
+    def combiner() -> dict[str, int]:
+        return dict(timelypy_spark.run(spark, count_words, lines(), workers=cores, collect=True))
+
+    def run_docs() -> dict[str, int]:
+        return dict(
+            timelypy_spark.run(spark, docs_count_words, lines(), workers=cores, collect=True)
+        )
+
+    def flow_docs() -> dict[str, int]:
+        pairs = timelypy_spark.run_flow(spark, docs_flow(), lines(), workers=cores, collect=True)
+        return dict(item for _, item in pairs)
+
+    def flow_arrow() -> dict[str, int]:
+        frame = spark.read.text(paths)
+        counts = timelypy_spark.run_flow(
+            spark, docs_flow(from_rows=True), frame, workers=cores,
+            schema="word string, count long", epoch_column=None,
+        )
+        try:
+            return {row[0]: row[1] for row in counts.collect()}
+        finally:
+            counts.unpersist()
+
+    candidates = {
+        "timelypy combiner": combiner,
+        "timelypy run_flow (docs)": flow_docs,
+        "timelypy run_flow (docs, Arrow)": flow_arrow,
+        "timelypy run (docs)": run_docs,
+        "pyspark rdd": lambda: pyspark_peer.rdd_wordcount(spark, paths),
+        "pyspark dataframe": lambda: pyspark_peer.dataframe_wordcount(spark, paths),
+    }
+    peaks: dict[str, list[float]] = {name: [] for name in candidates}
+    stats = measure_interleaved(
+        {name: with_peaks(fn, peaks[name]) for name, fn in candidates.items()},
+        repeat=repeat, warmup=warmup,
+    )
+    for name, stat in stats.items():
+        if dict(stat.result) != dict(expected):
+            raise AssertionError(f"{name} counted differently from collections.Counter")
+    return stats, {name: values[-repeat:] for name, values in peaks.items()}
+
+
+def map_step(spark: Any, rows: int, cores: int, repeat: int) -> tuple[Any, Any]:
+    """Time a DataFrame -> map -> DataFrame step: timelypy's Arrow path vs plain mapInArrow."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    import timelypy_spark
+
+    frame = spark.range(0, rows, numPartitions=cores).selectExpr(
+        "id", "concat('w', cast(id % 1000 as string)) as word", "cast(id as double) * 0.5 as value"
+    )
+    schema = frame.schema
+    arrow_schema = to_arrow_schema(schema)
+
+    def f(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (row[0], row[1].upper(), row[2] + 1.0)
+
+    def summary(result: Any) -> tuple[Any, ...]:
+        return tuple(
+            result.agg(F.count("*"), F.sum("id"), F.max("word"), F.sum("value")).collect()[0]
+        )
+
+    def with_timelypy() -> tuple[Any, ...]:
+        result = timelypy_spark.run(spark, lambda scope, rows: rows.map(f), frame, schema=schema)
+        try:
+            return summary(result)
+        finally:
+            result.unpersist()
+
+    def mapper(batches: Any) -> Any:
+        for batch in batches:
+            columns = [column.to_pylist() for column in batch.columns]
+            out = [f(row) for row in zip(*columns, strict=True)]
+            arrays = [
+                pa.array(list(values), type=field.type)
+                for values, field in zip(zip(*out, strict=True), arrow_schema, strict=True)
+            ]
+            yield pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+
+    def with_pyspark() -> tuple[Any, ...]:
+        return summary(frame.mapInArrow(mapper, schema))
+
+    candidates = {"timelypy arrow": with_timelypy, "pyspark mapInArrow": with_pyspark}
+    peaks: dict[str, list[float]] = {name: [] for name in candidates}
+    stats = measure_interleaved(
+        {name: with_peaks(fn, peaks[name]) for name, fn in candidates.items()},
+        repeat=repeat, warmup=1,
+    )
+    if stats["timelypy arrow"].result != stats["pyspark mapInArrow"].result:
+        raise AssertionError(
+            f"the map results differ: {stats['timelypy arrow'].result} vs "
+            f"{stats['pyspark mapInArrow'].result}"
+        )
+    return stats, {name: values[-repeat:] for name, values in peaks.items()}
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else 0.0
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    """Run the benchmark, print the table, and return its rows."""
+    """Run the benchmark, print the tables, and return their rows."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="a tenth of the corpus, 3 runs")
+    parser.add_argument(
+        "--words", default=None,
+        help="wordcount sizes, multiples of 2M: e.g. 2M,10M,20M (default 2M)",
+    )
+    parser.add_argument(
+        "--map-rows", type=int, default=1_000_000, help="rows of the map workload (0: skip it)"
+    )
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
 
     import timelypy_spark
 
-    paths = [str(p) for p in part_paths()]
-    lines = load_lines()
+    base_lines = load_lines()
+    base = Counter(word for line in base_lines for word in line.split())
+    sizes: list[tuple[int, list[str], Counter[str]]] = []
     if args.quick:
-        lines = lines[: len(lines) // 10]
+        lines = base_lines[: len(base_lines) // 10]
         quick_dir = ROOT / ".bench-data" / "spark-quick"
         quick_dir.mkdir(parents=True, exist_ok=True)
         half = len(lines) // 2
@@ -71,53 +375,69 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             path = quick_dir / f"part-{index}.txt"
             path.write_text("\n".join(chunk) + "\n")
             paths.append(str(path))
-    expected = Counter(word for line in lines for word in line.split())
+        expected = Counter(word for line in lines for word in line.split())
+        sizes.append((sum(expected.values()), paths, expected))
+    else:
+        for words in parse_words(args.words or "2M"):
+            factor = words // CORPUS_WORDS
+            expected = Counter({word: n * factor for word, n in base.items()})
+            sizes.append((words, scaled_paths(factor), expected))
     repeat = 3 if args.quick else args.repeat
-    words = sum(expected.values())
 
+    # one partition per file (one file per core), for every candidate alike
     spark = timelypy_spark.session(
-        args.master, "timelypy-spark-bench", spark__ui__showConsoleProgress="false"
+        args.master, "timelypy-spark-bench", spark__ui__showConsoleProgress="false",
+        **{
+            "spark.hadoop.mapreduce.input.fileinputformat.split.minsize": str(1 << 40),
+            "spark.sql.files.maxPartitionBytes": str(1 << 40),
+            "spark.sql.files.openCostInBytes": str(1 << 40),
+        },
     )
+    rows: list[dict[str, Any]] = []
+    map_rows: list[dict[str, Any]] = []
     try:
-        sc = spark.sparkContext
-        cores = sc.defaultParallelism
-        count_words = _count_words()
-
-        def with_timelypy() -> dict[str, int]:
-            source = sc.textFile(",".join(paths), cores)
-            if source.getNumPartitions() != cores:
-                source = source.repartition(cores)
-            return dict(timelypy_spark.run(spark, count_words, source, workers=cores, collect=True))
-
-        candidates = {
-            "timelypy_spark": with_timelypy,
-            "pyspark rdd": lambda: pyspark_peer.rdd_wordcount(spark, paths),
-            "pyspark dataframe": lambda: pyspark_peer.dataframe_wordcount(spark, paths),
-        }
-        stats = measure_interleaved(candidates, repeat=repeat, warmup=1)
-        for name, stat in stats.items():
-            if dict(stat.result) != dict(expected):
-                raise AssertionError(f"{name} counted differently from collections.Counter")
+        cores = spark.sparkContext.defaultParallelism
+        for index, (words, paths, expected) in enumerate(sizes):
+            # the first size warms twice: each Python worker imports pyarrow and pandas once
+            stats, peaks = wordcount(spark, paths, cores, repeat, expected, 2 if index == 0 else 1)
+            frame = stats["pyspark dataframe"].median
+            for name, stat in stats.items():
+                rows.append({
+                    "workload": f"wordcount {words:,} words on {args.master}",
+                    "candidate": name,
+                    "median s": f"{stat.median:.2f}",
+                    "words/s": f"{words / stat.median / 1e6:.2f} M",
+                    "worker peak RSS": f"{_median(peaks[name]):.0f} MB",
+                    "vs DataFrame": fmt_ratio(frame / stat.median),
+                })
+        if args.map_rows and not args.quick:
+            stats, peaks = map_step(spark, args.map_rows, cores, repeat)
+            plain = stats["pyspark mapInArrow"].median
+            for name, stat in stats.items():
+                map_rows.append({
+                    "workload": f"DataFrame map {args.map_rows:,} rows on {args.master}",
+                    "candidate": name,
+                    "median s": f"{stat.median:.2f}",
+                    "rows/s": f"{args.map_rows / stat.median / 1e6:.2f} M",
+                    "worker peak RSS": f"{_median(peaks[name]):.0f} MB",
+                    "vs mapInArrow": fmt_ratio(plain / stat.median),
+                })
     finally:
         spark.stop()
 
-    base = stats["timelypy_spark"].median
-    rows = [
-        {
-            "workload": f"wordcount {words:,} words on {args.master}",
-            "candidate": name,
-            "median s": f"{stat.median:.2f}",
-            "words/s": f"{words / stat.median / 1e6:.2f} M",
-            "timelypy speed-up": fmt_ratio(stat.median / base),
-        }
-        for name, stat in stats.items()
-    ]
     print_table(
         rows,
-        ["workload", "candidate", "median s", "words/s", "timelypy speed-up"],
+        ["workload", "candidate", "median s", "words/s", "worker peak RSS", "vs DataFrame"],
         markdown=args.markdown,
     )
-    return rows
+    if map_rows:
+        print()
+        print_table(
+            map_rows,
+            ["workload", "candidate", "median s", "rows/s", "worker peak RSS", "vs mapInArrow"],
+            markdown=args.markdown,
+        )
+    return rows + map_rows
 
 
 if __name__ == "__main__":
