@@ -31,9 +31,10 @@ plain-Python result before any time is quoted.
 
 The table quotes the median time, the throughput at that median, **speed vs
 plain** = plain's median / the candidate's median (1.00x is as fast as plain
-Python; the goal for ``map_filter`` is >= 0.60x), **vs bytewax** =
-bytewax's median / the candidate's median (the goal for ``map_filter`` and
-``wordcount`` is >= 3x), the same two ratios by CPU time (``cpu vs ...``,
+Python; the goal for ``map_filter``, whose map and filter run fused, is
+>= 0.90x), **vs bytewax** = bytewax's median / the candidate's median (the
+goal for ``map_filter`` and ``wordcount`` is >= 3x, for
+``epoch_round_trip`` >= 1x), the same two ratios by CPU time (``cpu vs ...``,
 medians of ``time.process_time()`` over the same calls) and the wall-clock
 spread ``(max - min) / median``. A second table sets each goal next to its
 measured figure. The goals are judged by wall-clock medians, as the issue
@@ -97,13 +98,16 @@ COLUMNS = [
 ]
 GOAL_COLUMNS = ["workload", "goal", "measured", "by CPU time", "met"]
 
-# The goals of the runtime-benchmark issue: (workload, candidate, kind, target).
+# The goals of the runtime-benchmark issue and of the small-epoch issue (fused
+# pipelines >= 0.9x plain Python, the round trip >= bytewax's epochs/s):
+# (workload, candidate, kind, target).
 SPEED_VS_PLAIN, SPEED_VS_BYTEWAX, RATE = "speed vs plain", "vs bytewax", "rate"
 GOALS: list[tuple[str, str, str, float]] = [
-    ("map_filter", "timelypy", SPEED_VS_PLAIN, 0.6),
+    ("map_filter", "timelypy", SPEED_VS_PLAIN, 0.9),
     ("map_filter", "timelypy", SPEED_VS_BYTEWAX, 3.0),
     ("wordcount", "timelypy", SPEED_VS_BYTEWAX, 3.0),
     ("epoch_round_trip", "timelypy", RATE, 100_000.0),
+    ("epoch_round_trip", "timelypy", SPEED_VS_BYTEWAX, 1.0),
 ]
 
 
