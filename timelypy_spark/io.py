@@ -328,21 +328,13 @@ def materialize_frame(frame: Any, partitions: int) -> Any:
     later); before 4.1 it is a round-robin ``repartition``, for which Spark
     sorts each task's output first (``spark.sql.execution.sortBeforeRepartition``).
     """
-    from pyspark import StorageLevel
-
     if hasattr(frame, "repartitionById"):
         from pyspark.sql.functions import spark_partition_id
 
         output = frame.repartitionById(partitions, spark_partition_id())
     else:  # pragma: no cover - PySpark 3.5 and 4.0
         output = frame.repartition(partitions)
-    output.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        output.count()
-    except BaseException:
-        output.unpersist(blocking=False)  # a failed run leaves no cached DataFrame behind
-        raise
-    return output
+    return _computed_once(output)
 
 
 def materialize(barrier_rdd: Any) -> Any:
@@ -353,18 +345,22 @@ def materialize(barrier_rdd: Any) -> Any:
     is an ordinary one, and the shuffle files keep the workers' output, so
     later actions do not run the workers again.
     """
-    from pyspark import StorageLevel
-
     workers = barrier_rdd.getNumPartitions()
     keyed = barrier_rdd.mapPartitionsWithIndex(
         lambda index, records: ((index, record) for record in records)
     )
-    output = keyed.partitionBy(workers, _same_partition).values()
+    return _computed_once(keyed.partitionBy(workers, _same_partition).values())
+
+
+def _computed_once(output: Any) -> Any:
+    """Persist ``output`` (an RDD or a DataFrame) and compute it now; a failure caches nothing."""
+    from pyspark import StorageLevel
+
     output.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         output.count()
     except BaseException:
-        output.unpersist(blocking=False)  # a failed run leaves no cached RDD behind
+        output.unpersist(blocking=False)  # a failed run leaves nothing cached behind
         raise
     return output
 
