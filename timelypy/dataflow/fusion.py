@@ -51,15 +51,17 @@ def fused_edges(subgraph: Subgraph) -> list[tuple[int, int, int]]:
     """The edges of ``subgraph`` that can be fused, as ``(producer, output, consumer)``.
 
     The producer is an ordinary operator (not the scope boundary, not a
-    nested scope) and the edge is its output's only one; the consumer is a
-    fusible operator with that edge as its only input.
+    nested scope, not a passive operator such as an input handle's, which
+    only sends from outside the scope's pass) and the edge is its output's
+    only one; the consumer is a fusible operator with that edge as its only
+    input.
     """
     children = subgraph.children
     result = []
     for producer in range(1, len(children)):
         child = children[producer]
-        if type(child) is not LeafOperator:
-            continue
+        if type(child) is not LeafOperator or child.passive:
+            continue  # a passive operator (an input's) only sends from outside the pass
         for output, targets in enumerate(subgraph.child_edges(producer)):
             if len(targets) != 1 or child.tees[output].readers != 1:
                 continue
