@@ -503,8 +503,12 @@ class Tracker:
         #: Which locations' implication changes :meth:`pushed` reports: ``None`` for
         #: every location, or per ``(kind, node, port)`` (see :meth:`report_only`).
         self._watched: set[tuple[int, int, int]] | None = None
+        #: The same per kind, node and port, for the cyclic worklist (``None``: all).
+        self._watched_ports: tuple[list[list[bool]], list[list[bool]]] | None = None
         #: Location -> the location whose frontier it shares (see :meth:`alias`).
         self._aliases: dict[tuple[int, int, int], tuple[int, int, int]] = {}
+        #: Per alias group's first location, the locations that share its frontier.
+        self._members: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
         self._build_dag_order()
         # (node, kind, port, time) -> diff
         self._pushed: dict[tuple[int, int, int, Any], int] = {}
@@ -573,11 +577,10 @@ class Tracker:
     def _index_dag(self) -> None:
         """Build the per-location table propagation walks, members of alias groups left out."""
         aliases = self._aliases
+        position = {key: i for i, key in enumerate(self._order)}
         order = [key for key in self._order if key not in aliases]
         index = {key: i for i, key in enumerate(order)}
-        members: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
-        for member, head in aliases.items():
-            members.setdefault(head, []).append(member)
+        members = self._members
         per_operator = self._per_operator
         watched = self._watched
         #: Per location (in topological order): kind (of its group's last member),
@@ -596,7 +599,7 @@ class Tracker:
         ] = []
         for key in order:
             kind, node, port = key
-            group = [key, *sorted(members.get(key, ()), key=self._order.index)]
+            group = [key, *sorted(members.get(key, ()), key=position.__getitem__)]
             last = group[-1]
             lkind, lnode, lport = last
             if kind == 0:
@@ -664,12 +667,12 @@ class Tracker:
             ):
                 later_links.append((earlier, later))
                 continue
-            info.implications = head_info.implications
-            aliases[b] = head
-            for member, its_head in list(aliases.items()):
-                if its_head == b:
-                    aliases[member] = head
-                    self._port_info(member).implications = head_info.implications
+            # ``b`` joins ``head``'s group, with the group it led (if it was joined to first).
+            moved = [b, *self._members.pop(b, ())]
+            for member in moved:
+                aliases[member] = head
+                self._port_info(member).implications = head_info.implications
+            self._members.setdefault(head, []).extend(moved)
             done += 1
         if done:
             self._index_dag()
@@ -903,7 +906,7 @@ class Tracker:
         if not worklist:
             return
         pushed = self._pushed
-        watched = self._watched
+        watched = self._watched_ports
         emptied = self._emptied
         target_info = self._target_info
         source_info = self._source_info
@@ -918,7 +921,7 @@ class Tracker:
                     break
             if not diff:
                 continue
-            report = watched is None or (kind, node, port) in watched
+            report = watched is None or watched[kind][node][port]
             if kind == 0:
                 update, summaries, implications = target_info[node][port]
                 changes = update(time, diff)
@@ -959,6 +962,11 @@ class Tracker:
         watched = {(location.port.kind.value, location.node, location.port.index)
                    for location in locations}
         self._watched = watched
+        self._watched_ports = tuple(
+            [[(kind, node, port) in watched for port in range(shape[kind])]
+             for node, shape in enumerate(self._shape)]
+            for kind in (0, 1)
+        )  # type: ignore[assignment]
         if self._acyclic:
             self._index_dag()
 
