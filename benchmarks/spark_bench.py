@@ -344,6 +344,30 @@ def _median(values: list[float]) -> float:
     return ordered[len(ordered) // 2] if ordered else 0.0
 
 
+def _table_rows(
+    workload: str,
+    stats: dict[str, Any],
+    peaks: dict[str, list[float]],
+    items: int,
+    rate: str,
+    peer: str,
+    versus: str,
+) -> list[dict[str, Any]]:
+    """One table row per candidate: median, rate, workers' peak RSS, speed vs ``peer``."""
+    baseline = stats[peer].median
+    return [
+        {
+            "workload": workload,
+            "candidate": name,
+            "median s": f"{stat.median:.2f}",
+            rate: f"{items / stat.median / 1e6:.2f} M",
+            "worker peak RSS": f"{_median(peaks[name]):.0f} MB",
+            versus: fmt_ratio(baseline / stat.median),
+        }
+        for name, stat in stats.items()
+    ]
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     """Run the benchmark, print the tables, and return their rows."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -400,28 +424,16 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         for index, (words, paths, expected) in enumerate(sizes):
             # the first size warms twice: each Python worker imports pyarrow and pandas once
             stats, peaks = wordcount(spark, paths, cores, repeat, expected, 2 if index == 0 else 1)
-            frame = stats["pyspark dataframe"].median
-            for name, stat in stats.items():
-                rows.append({
-                    "workload": f"wordcount {words:,} words on {args.master}",
-                    "candidate": name,
-                    "median s": f"{stat.median:.2f}",
-                    "words/s": f"{words / stat.median / 1e6:.2f} M",
-                    "worker peak RSS": f"{_median(peaks[name]):.0f} MB",
-                    "vs DataFrame": fmt_ratio(frame / stat.median),
-                })
+            rows.extend(_table_rows(
+                f"wordcount {words:,} words on {args.master}", stats, peaks,
+                words, "words/s", "pyspark dataframe", "vs DataFrame",
+            ))
         if args.map_rows and not args.quick:
             stats, peaks = map_step(spark, args.map_rows, cores, repeat)
-            plain = stats["pyspark mapInArrow"].median
-            for name, stat in stats.items():
-                map_rows.append({
-                    "workload": f"DataFrame map {args.map_rows:,} rows on {args.master}",
-                    "candidate": name,
-                    "median s": f"{stat.median:.2f}",
-                    "rows/s": f"{args.map_rows / stat.median / 1e6:.2f} M",
-                    "worker peak RSS": f"{_median(peaks[name]):.0f} MB",
-                    "vs mapInArrow": fmt_ratio(plain / stat.median),
-                })
+            map_rows.extend(_table_rows(
+                f"DataFrame map {args.map_rows:,} rows on {args.master}", stats, peaks,
+                args.map_rows, "rows/s", "pyspark mapInArrow", "vs mapInArrow",
+            ))
     finally:
         spark.stop()
 
