@@ -9,7 +9,7 @@ import pytest
 
 from timelypy.errors import FlowError, StateKeyError
 from timelypy.flow import Dataflow, run, run_cluster
-from timelypy.flow.inputs import AdvanceTo, Emit, ManualInputConfig
+from timelypy.flow.inputs import AdvanceTo, Emit, EmitBatch, ManualInputConfig
 from timelypy.flow.outputs import ManualOutputConfig
 
 
@@ -78,7 +78,18 @@ def test_input_builder_yielding_something_else_is_an_error():
         yield AdvanceTo(0)
         yield "x"
 
-    with pytest.raises(FlowError, match=r"yields AdvanceTo\(epoch\) and Emit\(item\), got 'x'"):
+    with pytest.raises(
+        FlowError, match=r"yields AdvanceTo\(epoch\), Emit\(item\) and EmitBatch\(items\), got 'x'"
+    ):
+        list(run(flow_of_capture(), ManualInputConfig(builder)))
+
+
+def test_emit_batch_of_something_not_iterable_is_an_error():
+    def builder(worker_index, worker_count, resume_epoch):
+        yield AdvanceTo(0)
+        yield EmitBatch(5)
+
+    with pytest.raises(FlowError, match=r"EmitBatch takes a list of items, got 5"):
         list(run(flow_of_capture(), ManualInputConfig(builder)))
 
 

@@ -1,10 +1,11 @@
 """The fast paths of ``reduce_epoch``'s fold and of the keyed-item check.
 
-``_fold`` writes ``old + value`` itself when the reducer is ``operator.add``
-and ``keyed_check`` counts types in C; both must behave exactly as the plain
-per-item versions below do: the same values *and types* (a key seen once with
-``True`` stays ``True``), the same exceptions with the same notes, the same
-``StateKeyError`` for the same bad item.
+``_fold`` writes ``old + value`` itself when the reducer is ``operator.add``,
+``keyed_check`` counts types in C and ``_checked`` checks as it folds; all
+must behave exactly as the plain per-item versions below do: the same
+values *and types* (a key seen once with ``True`` stays ``True``), the same
+exceptions with the same notes, the same ``StateKeyError`` for the same bad
+item.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 
 from timelypy.errors import StateKeyError
 from timelypy.flow import Dataflow, run, run_cluster
-from timelypy.flow.steps import _fold, keyed_check
+from timelypy.flow.steps import _checked, _fold, keyed_check
 
 _MISSING = object()
 
@@ -248,3 +249,45 @@ def test_keyed_check_refuses_exactly_the_bad_items(items, epoch):
         else f"a {type(bad).__name__}"
     )
     assert f"({kind})" in message
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    items=st.lists(st.one_of(good_items, good_items, good_items, bad_items), max_size=20),
+    epoch=st.integers(0, 5),
+    reducer=st.sampled_from([add, plus]),
+)
+def test_the_checked_fold_refuses_what_keyed_check_refuses(items, epoch, reducer):
+    # reduce_epoch's first fold checks its items as it folds (two C passes, the
+    # length found by the fold's own unpacking): the same StateKeyError, naming
+    # the same item, as keyed_check before the fold; otherwise the same fold.
+    step = sum_step(reducer)
+    checked = _checked(step, _fold(step, reducer))
+    try:
+        keyed_check(step)(epoch, items)
+        expected = None
+    except StateKeyError as exc:
+        expected = str(exc)
+    if expected is not None:
+        with pytest.raises(StateKeyError) as info:
+            checked(epoch, {}, items)
+        assert str(info.value) == expected
+        # not chained to the fold's unpacking error
+        assert info.value.__context__ is None or info.value.__suppress_context__
+        return
+    assert outcome(lambda e, acc, batch: checked(epoch, acc, batch), [items]) == outcome(
+        lambda e, acc, batch: _fold(step, reducer)(epoch, acc, batch), [items]
+    )
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_reduce_epoch_names_the_bad_item_on_any_number_of_workers(workers):
+    def items():
+        yield 0, ("a", 1)
+        yield 0, ("b", 2, 3)
+
+    flow = Dataflow()
+    flow.reduce_epoch(add, step_id="sum")
+    flow.capture()
+    with pytest.raises(StateKeyError, match=r"but got \('b', 2, 3\) \(a tuple\) at epoch 0"):
+        list(run_cluster(flow, items(), 1, workers))

@@ -5,12 +5,15 @@ from __future__ import annotations
 import datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from timelypy.errors import FlowError
 from timelypy.flow import Dataflow, run, run_cluster
 from timelypy.flow.inputs import (
     AdvanceTo,
     Emit,
+    EmitBatch,
     ManualInputConfig,
     epochs_from_pairs,
     fully_ordered,
@@ -72,6 +75,57 @@ def test_input_builder_gets_worker_index_count_and_resume_epoch():
     flow.capture()
     assert sorted(run_cluster(flow, ManualInputConfig(builder), 1, 3)) == [(0, 0), (1, 1), (2, 2)]
     assert sorted(calls) == [(0, 3, 0), (1, 3, 0), (2, 3, 0)]
+
+
+# Events per worker: each an ("advance", step) or ("emit", item) or ("batch", items, kind).
+events_strategy = st.lists(
+    st.one_of(
+        st.tuples(st.just("advance"), st.integers(0, 2)),
+        st.tuples(st.just("emit"), st.integers()),
+        st.tuples(
+            st.just("batch"),
+            st.lists(st.integers(), max_size=2000),
+            st.sampled_from(["list", "tuple", "generator"]),
+        ),
+    ),
+    max_size=12,
+)
+
+
+def _builder(plans, batched):
+    """An input builder playing ``plans[worker]``; ``batched``: EmitBatch as one event."""
+
+    def builder(worker_index, worker_count, resume_epoch):
+        epoch = 0
+        yield AdvanceTo(epoch)
+        for event in plans[worker_index]:
+            if event[0] == "advance":
+                epoch += event[1]
+                yield AdvanceTo(epoch)
+            elif event[0] == "emit":
+                yield Emit(event[1])
+            elif batched:
+                items, kind = event[1], event[2]
+                yield EmitBatch(
+                    items if kind == "list" else tuple(items) if kind == "tuple" else iter(items)
+                )
+            else:
+                yield from (Emit(item) for item in event[1])
+
+    return builder
+
+
+@settings(max_examples=40, deadline=None)
+@given(plans=st.lists(events_strategy, min_size=1, max_size=2))
+def test_emit_batch_is_an_emit_per_item(plans):
+    flow = Dataflow()
+    flow.map(lambda x: (str(x % 7), x))
+    flow.reduce_epoch(lambda a, b: a + b)
+    flow.capture()
+    workers = len(plans)
+    batched = run_cluster(flow, ManualInputConfig(_builder(plans, True)), 1, workers)
+    one_by_one = run_cluster(flow, ManualInputConfig(_builder(plans, False)), 1, workers)
+    assert sorted(batched) == sorted(one_by_one)
 
 
 def test_a_large_epoch_streams_through_in_batches():

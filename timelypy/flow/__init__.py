@@ -32,6 +32,7 @@ from timelypy.flow.directory import DirectoryInput
 from timelypy.flow.inputs import (
     AdvanceTo,
     Emit,
+    EmitBatch,
     ManualInputConfig,
     PartitionedInputConfig,
     fully_ordered,
@@ -75,6 +76,7 @@ __all__ = [
     "WindowMetadata",
     "AdvanceTo",
     "Emit",
+    "EmitBatch",
     "ManualInputConfig",
     "PartitionedInputConfig",
     "DirectoryInput",

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from timelypy.errors import FlowError
-from timelypy.flow.inputs import AdvanceTo, Emit, InputItem, PartitionedInputConfig
+from timelypy.flow.inputs import AdvanceTo, EmitBatch, InputItem, PartitionedInputConfig
 from timelypy.hashing import stable_hash
 
 __all__ = ["DirectoryInput"]
@@ -109,7 +109,7 @@ class DirectoryInput(PartitionedInputConfig):
 
 
 class _DirectoryReader:
-    """One partition's reader: a generator of AdvanceTo/Emit with a ``snapshot()``."""
+    """One partition's reader: a generator of AdvanceTo/EmitBatch with a ``snapshot()``."""
 
     def __init__(
         self, config: DirectoryInput, part: int, resume_epoch: int, resume_state: Any
@@ -166,8 +166,8 @@ class _DirectoryReader:
                 with open(os.path.join(config.path, name), encoding=config.encoding) as file:
                     lines = file.read().splitlines()
                 self.read.add(name)
-                for line in lines:
-                    yield Emit(line)
+                if lines:
+                    yield EmitBatch(lines)
             if stopping and not new:
                 return  # the stop file, and every file listed with it read
             if not new:

@@ -51,6 +51,7 @@ from timelypy.flow.dataflow import KEYED, WINDOWED, Dataflow, Step
 from timelypy.flow.inputs import (
     AdvanceTo,
     Emit,
+    EmitBatch,
     InputConfig,
     ManualInputConfig,
     PartitionedInputConfig,
@@ -280,6 +281,17 @@ class _Reader:
             kind = type(event)
             if kind is Emit:
                 batch.append(event.item)
+            elif kind is EmitBatch:
+                items = event.items
+                if type(items) is not list:
+                    try:
+                        items = list(items)
+                    except TypeError:
+                        raise FlowError(
+                            f"{self._where()}: EmitBatch takes a list of items, got {items!r}"
+                        ) from None
+                batch.extend(items)
+                count += len(items) - 1  # and one more below, as for every event
             elif kind is AdvanceTo:
                 if event.epoch != epoch:
                     if batch:
@@ -289,8 +301,8 @@ class _Reader:
                     epoch = event.epoch
             else:
                 raise FlowError(
-                    f"{self._where()}: an input builder yields AdvanceTo(epoch) and Emit(item), "
-                    f"got {event!r}"
+                    f"{self._where()}: an input builder yields AdvanceTo(epoch), Emit(item) and "
+                    f"EmitBatch(items), got {event!r}"
                 )
             count += 1
             if count >= limit or clock() > deadline:
@@ -453,24 +465,26 @@ class FlowWorker:
 
         for step in steps:
             op = step.operator
-            if op in KEYED:
+            if op == "reduce_epoch" and self.worker.peers > 1:
+                # Fold on the sending worker first (checking the items as it folds):
+                # one item per key leaves it.
+                stream = flush()
+                stream = combine_epoch(
+                    stream, f"{step.step_id}.local", step, Pipeline(), None, check=True
+                )
+                stream = combine_epoch(
+                    stream, step.step_id, step, Exchange(route_by_key), self._state(step)
+                )
+            elif op in ("reduce_epoch", "reduce_epoch_local"):
+                stream = flush()
+                pact: Pact = Exchange(route_by_key) if op == "reduce_epoch" else Pipeline()
+                stream = combine_epoch(
+                    stream, step.step_id, step, pact, self._state(step), check=True
+                )
+            elif op in KEYED:
                 chain.append((step, keyed_check(step)))
                 stream = flush()
-                if op == "reduce_epoch":
-                    if self.worker.peers > 1:
-                        # fold on the sending worker first: one item per key leaves it
-                        stream = combine_epoch(
-                            stream, f"{step.step_id}.local", step, Pipeline(), None
-                        )
-                    stream = combine_epoch(
-                        stream, step.step_id, step, Exchange(route_by_key), self._state(step)
-                    )
-                elif op == "reduce_epoch_local":
-                    stream = combine_epoch(
-                        stream, step.step_id, step, Pipeline(), self._state(step)
-                    )
-                else:
-                    stream = keyed_step(stream, step, self._recovered_state(step))
+                stream = keyed_step(stream, step, self._recovered_state(step))
             elif op in WINDOWED:
                 chain.append((step, keyed_check(step)))
                 stream = flush()

@@ -50,6 +50,8 @@ __all__ = [
 
 #: A step applied to one batch: ``fn(epoch, items) -> items``.
 BatchFn = Callable[[int, list[Any]], list[Any]]
+#: ``fold(epoch, acc, items)``: fold a batch of ``(key, value)`` items into ``acc``.
+Fold = Callable[[int, dict[str, Any], list[Any]], None]
 
 _MISSING = object()
 _first = itemgetter(0)
@@ -108,7 +110,6 @@ def keyed_check(step: Step) -> BatchFn:
     for building a set of the types and comparing it (a batch of 10,000
     ``(word, 1)`` items).
     """
-    step_id, operator = step.step_id, step.operator
 
     def check(epoch: int, items: list[Any]) -> list[Any]:
         n = len(items)
@@ -117,21 +118,65 @@ def keyed_check(step: Step) -> BatchFn:
             or list(map(len, items)).count(2) != n
             or list(map(type, map(_first, items))).count(str) != n
         ):
-            bad = _bad_item(items)
-            if bad is not _MISSING:
-                kind = (
-                    f"a key of type {type(bad[0]).__name__}"
-                    if type(bad) is tuple and len(bad) == 2
-                    else f"a {type(bad).__name__}"
-                )
-                raise StateKeyError(
-                    f"step {step_id!r} ({operator}) takes (key, value) 2-tuples with a str state "
-                    f"key, but got {bad!r} ({kind}) at epoch {epoch}; map items to "
-                    "(str(key), value) before this step"
-                )
+            error = _refusal(step, epoch, items)
+            if error is not None:
+                raise error
         return items
 
     return check
+
+
+def _refusal(step: Step, epoch: int, items: list[Any]) -> StateKeyError | None:
+    """The :class:`StateKeyError` for the first item of ``items`` that is not ``(str, value)``."""
+    bad = _bad_item(items)
+    if bad is _MISSING:
+        return None
+    kind = (
+        f"a key of type {type(bad[0]).__name__}"
+        if type(bad) is tuple and len(bad) == 2
+        else f"a {type(bad).__name__}"
+    )
+    return StateKeyError(
+        f"step {step.step_id!r} ({step.operator}) takes (key, value) 2-tuples with a str state "
+        f"key, but got {bad!r} ({kind}) at epoch {epoch}; map items to "
+        "(str(key), value) before this step"
+    )
+
+
+def _checked(step: Step, fold: Fold) -> Fold:
+    """``fold`` that first refuses a batch holding an item that is not ``(str, value)``.
+
+    What :func:`keyed_check` refuses, for two passes in C instead of three
+    (about 23 ns an item rather than 37): the tuples' types, then their
+    first elements' (an empty tuple stops that pass with an ``IndexError``).
+    A tuple of another length fails the fold's own ``for key, value``
+    unpacking; the fold's error is then replaced by the check's, so the
+    same item is named either way.  (Items are folded into the epoch's
+    accumulator up to the bad one, but the error stops the dataflow.)
+    """
+
+    def checked(epoch: int, acc: dict[str, Any], items: list[Any]) -> None:
+        n = len(items)
+        try:
+            good = (
+                list(map(type, items)).count(tuple) == n
+                and list(map(type, map(_first, items))).count(str) == n
+            )
+        except IndexError:
+            good = False
+        if not good:
+            error = _refusal(step, epoch, items)
+            if error is not None:
+                raise error
+        try:
+            fold(epoch, acc, items)
+        except Exception:
+            error = _refusal(step, epoch, items)
+            if error is not None:
+                raise error from None
+            raise
+
+    return checked
 
 
 def route_by_key(item: tuple[str, Any]) -> int:
@@ -173,9 +218,7 @@ def stateless_chain(
     return stream.unary(Pipeline(), name, constructor)
 
 
-def _fold(
-    step: Step, reducer: Callable[[Any, Any], Any]
-) -> Callable[[int, dict[str, Any], list[Any]], None]:
+def _fold(step: Step, reducer: Callable[[Any, Any], Any]) -> Fold:
     """``fold(epoch, acc, items)``: fold each ``(key, value)`` of ``items`` into ``acc`` in order.
 
     A key's first value is kept as it is; each later one is folded in with
@@ -229,16 +272,26 @@ def _fold(
 
 
 def combine_epoch(
-    stream: Stream[Any], name: str, step: Step, pact: Pact, state: StepState | None
+    stream: Stream[Any],
+    name: str,
+    step: Step,
+    pact: Pact,
+    state: StepState | None,
+    check: bool = False,
 ) -> Stream[Any]:
     """Fold ``(key, value)`` items per epoch and key; emit ``(key, acc)`` as each epoch closes.
 
     Epochs close in order; within one, nothing is emitted before it closes,
     so the fold order does not matter (the reducer is commutative and
-    associative).  ``state``, when given, sees each epoch close.
+    associative).  ``state``, when given, sees each epoch close.  With
+    ``check`` every batch is checked as :func:`keyed_check` would, as it is
+    folded (for the first fold of a ``reduce_epoch``, whose items come
+    straight from the user's steps).
     """
     reducer = step.logic[0]
     fold = _fold(step, reducer)
+    if check:
+        fold = _checked(step, fold)
 
     def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         pending: dict[int, tuple[Capability, dict[str, Any]]] = {}
