@@ -52,10 +52,10 @@ from typing import Any
 
 from timelypy.errors import ClusterError, ConfigError, FlowError
 from timelypy.flow.dataflow import Dataflow
-from timelypy.flow.inputs import AdvanceTo, Emit, InputItem, ManualInputConfig
+from timelypy.flow.inputs import AdvanceTo, EmitBatch, InputItem, ManualInputConfig
 from timelypy.hashing import stable_hash
 from timelypy_spark.flow import EpochCollector, _run_task
-from timelypy_spark.task import EmitBatch, StreamProgram, TaskContext
+from timelypy_spark.task import EmitRecords, StreamProgram, TaskContext
 
 __all__ = [
     "BatchFeed",
@@ -324,8 +324,8 @@ def _pull_rows(
             if answer[1] != epoch:
                 epoch = answer[1]
                 yield AdvanceTo(epoch)
-            for row in answer[2]:
-                yield Emit(row)
+            if answer[2]:
+                yield EmitBatch(answer[2])
         elif kind == "advance":
             epoch = answer[1]
             yield AdvanceTo(epoch)
@@ -343,7 +343,9 @@ def stream_program(flow: Dataflow, poll: float, timeout: float = REQUEST_TIMEOUT
     ``timeout``: seconds a pull waits for the driver's answer.
     """
 
-    def program(worker: Any, partition: Iterator[Any], emit: EmitBatch, task: TaskContext) -> None:
+    def program(
+        worker: Any, partition: Iterator[Any], emit: EmitRecords, task: TaskContext
+    ) -> None:
         def input_builder(worker_index: int, worker_count: int, resume_epoch: int) -> Any:
             return _pull_rows(task, poll, timeout, worker.step_or_park)
 

@@ -47,9 +47,11 @@ import datetime
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import Any
 
 from timelypy.errors import ClusterError, ConfigError, FlowError
+from timelypy.flow import inputs as flow_inputs
 from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.driver import FlowWorker, flow_program
 from timelypy.flow.inputs import InputConfig, ManualInputConfig, epochs_from_pairs
@@ -58,6 +60,7 @@ from timelypy_spark.arrow import BatchReader, BatchWriter, infer_schema
 from timelypy_spark.driver import AttemptService, BarrierStage, default_workers, spark_context
 from timelypy_spark.epochs import Epochs, memory_mb
 from timelypy_spark.io import (
+    BATCH,
     Reader,
     as_frame,
     as_rdd,
@@ -70,7 +73,7 @@ from timelypy_spark.io import (
     session_of,
 )
 from timelypy_spark.recovery import RemoteStore, StoreService
-from timelypy_spark.task import EmitBatch, StreamProgram, TaskContext
+from timelypy_spark.task import EmitRecords, StreamProgram, TaskContext
 
 __all__ = ["run_flow", "iter_flow", "flow_rows", "frame_schema"]
 
@@ -468,7 +471,7 @@ def _run_task(
     worker: Any,
     flow: Dataflow,
     config: InputConfig,
-    emit: EmitBatch,
+    emit: EmitRecords,
     task: TaskContext,
     recovery_config: RecoveryConfig | None,
     deliver: bool = False,
@@ -531,7 +534,7 @@ def _config_program(
     """Each task a worker of the flow, reading ``config`` (primaries agreed among the tasks)."""
 
     def program(
-        worker: Any, partition: Iterator[Any], emit: EmitBatch, task: TaskContext
+        worker: Any, partition: Iterator[Any], emit: EmitRecords, task: TaskContext
     ) -> None:
         _run_task(worker, flow, config, emit, task, recovery_config, deliver)
 
@@ -548,13 +551,15 @@ def _records_program(
     """Each task a worker of the flow, reading its own partition at the records' epochs."""
 
     def program(
-        worker: Any, partition: Iterator[Any], emit: EmitBatch, task: TaskContext
+        worker: Any, partition: Iterator[Any], emit: EmitRecords, task: TaskContext
     ) -> None:
         records = partition if reader is None else reader(partition)
 
         def input_builder(
             worker_index: int, worker_count: int, resume_epoch: int
         ) -> Iterator[Any]:
+            if epochs.epoch_of is None and epochs.epoch_length is None:
+                return _one_epoch(records, resume_epoch)
             where = f"the partition of worker {worker_index}"
             return epochs_from_pairs(epochs.pairs(records, where), resume_epoch)
 
@@ -564,3 +569,16 @@ def _records_program(
         )
 
     return program
+
+
+def _one_epoch(records: Iterator[Any], resume_epoch: int) -> Iterator[Any]:
+    """Every record at epoch 0, read in ``EmitBatch`` chunks (nothing if resuming past 0).
+
+    One event per :data:`~timelypy_spark.io.BATCH` records, sliced in C,
+    rather than an ``(epoch, record)`` pair and an ``Emit`` per record.
+    """
+    if resume_epoch > 0:
+        return
+    yield flow_inputs.AdvanceTo(0)
+    while chunk := list(islice(records, BATCH)):
+        yield flow_inputs.EmitBatch(chunk)

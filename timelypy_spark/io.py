@@ -59,7 +59,7 @@ from timelypy.errors import ConfigError
 from timelypy_spark.arrow import BatchReader, BatchWriter, infer_schema, output_schema
 from timelypy_spark.driver import AttemptService, BarrierStage, run_barrier, spark_context
 from timelypy_spark.epochs import Epochs, memory_mb
-from timelypy_spark.task import EmitBatch, StreamProgram, TaskContext
+from timelypy_spark.task import EmitRecords, StreamProgram, TaskContext
 
 __all__ = [
     "run",
@@ -392,7 +392,7 @@ def _program(
     """The per-worker program: feed the partition, emit the output stream's batches."""
 
     def program(
-        worker: Any, partition: Iterator[Any], emit: EmitBatch, task: TaskContext
+        worker: Any, partition: Iterator[Any], emit: EmitRecords, task: TaskContext
     ) -> None:
         from timelypy import InputHandle, ProbeHandle
 

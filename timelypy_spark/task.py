@@ -57,7 +57,7 @@ from timelypy_spark.rendezvous import TaskChannel, execution_tag, local_ip_towar
 __all__ = [
     "TaskSpec",
     "barrier_task",
-    "EmitBatch",
+    "EmitRecords",
     "StreamProgram",
     "TaskCancelled",
     "TaskContext",
@@ -79,9 +79,9 @@ POLL = 0.1
 JOIN_WAIT = 10.0
 
 #: ``emit(records)``: hand a batch of output records to the task's output.
-EmitBatch = Callable[[list[Any]], None]
+EmitRecords = Callable[[list[Any]], None]
 #: ``program(worker, partition_iterator, emit, task)``: emits records as it goes.
-StreamProgram = Callable[[Any, Iterator[Any], EmitBatch, "TaskContext"], Any]
+StreamProgram = Callable[[Any, Iterator[Any], EmitRecords, "TaskContext"], Any]
 
 
 @dataclass
