@@ -77,6 +77,22 @@ def test_wordcount_one_epoch_equals_run_on_one_worker(idle):
     assert timelypy_spark.run_flow(idle, wordcount(), rdd, workers=2).count() == len(expected)
 
 
+def test_one_epoch_partitions_larger_than_a_chunk_are_read_whole(idle):
+    # Every record in epoch 0: each partition reaches its worker in 4,096-record
+    # EmitBatch chunks; three and a bit of them per partition here.
+    from timelypy_spark.io import BATCH
+
+    n = 2 * (3 * BATCH + 17)
+    flow = Dataflow()
+    flow.map(lambda x: (str(x % 7), x))
+    flow.reduce_epoch(add)
+    flow.capture()
+    rdd = idle.sparkContext.parallelize(range(n), 2)
+    pairs = timelypy_spark.run_flow(idle, flow, rdd, workers=2, collect=True)
+    expected = {str(r): sum(x for x in range(n) if x % 7 == r) for r in range(7)}
+    assert sorted(pairs) == sorted((0, item) for item in expected.items())
+
+
 def test_wordcount_epoch_per_line_equals_run_on_one_worker(idle):
     lines = numbered(TEXT * 3)
     expected = Counter(run(wordcount(), [(line_epoch(line), line) for line in lines]))
