@@ -22,7 +22,8 @@ the clock (``epoch_length``), never from a count per worker
 (:mod:`timelypy_spark.epochs`).  See ``docs/spark.md``.
 """
 
-from timelypy_spark.driver import SparkJobError, check_slots, execute
+from timelypy_spark.cluster import check_slots
+from timelypy_spark.driver import SparkJobError, execute
 from timelypy_spark.flow import iter_flow, run_flow
 from timelypy_spark.io import run
 from timelypy_spark.session import session

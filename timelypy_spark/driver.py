@@ -35,10 +35,8 @@ How it runs (see ``docs/spark.md``):
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import pickle
-import re
 import secrets
 import time
 import uuid
@@ -47,6 +45,16 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from timelypy.errors import ClusterError, ConfigError, TimelyError
+from timelypy_spark.cluster import (
+    call_site,
+    check_executors,
+    check_slots,
+    conf_value,
+    default_workers,
+    driver_host,
+    first_line,
+    spark_context,
+)
 from timelypy_spark.progress import DriverProgress
 from timelypy_spark.rendezvous import Rendezvous
 from timelypy_spark.task import StreamProgram, TaskSpec, barrier_task
@@ -57,10 +65,6 @@ __all__ = [
     "TaskLostError",
     "AttemptService",
     "BarrierStage",
-    "check_slots",
-    "executor_cause",
-    "spark_context",
-    "driver_host",
 ]
 
 log = logging.getLogger("timelypy_spark")
@@ -79,8 +83,6 @@ R = TypeVar("R")
 CANCEL_WAIT = 15.0
 #: Seconds to wait for a failed worker's own report after a peer reported its failure.
 ROOT_CAUSE_WAIT = 2.0
-#: Seconds to wait for a cluster's executors to register before counting its slots.
-SLOT_WAIT = 30.0
 
 
 class SparkJobError(TimelyError, RuntimeError):
@@ -157,176 +159,6 @@ class BarrierStage:
         return self.source.mapInArrow(task, self.schema, barrier=True)
 
 
-def spark_context(spark: Any) -> Any:
-    """The ``SparkContext`` of a ``SparkSession`` (or the context itself)."""
-    return getattr(spark, "sparkContext", spark)
-
-
-def driver_host(sc: Any) -> str:
-    """The address tasks can reach the driver at."""
-    master = sc.master or ""
-    if master.startswith("local"):
-        return "127.0.0.1"
-    host = sc.getConf().get("spark.driver.host", None)
-    return host or "127.0.0.1"
-
-
-def check_slots(sc: Any, workers: int) -> int:
-    """Fail fast unless the cluster has ``workers`` task slots; return the slot count."""
-    if not isinstance(workers, int) or workers < 1:
-        raise ConfigError(f"workers must be a positive int, got {workers!r}")
-    conf = sc.getConf()
-    if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
-        raise ConfigError(
-            "Spark rejects barrier stages under dynamic allocation: set "
-            "spark.dynamicAllocation.enabled=false for timelypy_spark"
-        )
-    jsc = sc._jsc.sc()
-    profile = jsc.resourceProfileManager().defaultResourceProfile()
-    slots = int(jsc.maxNumConcurrentTasks(profile))
-    master = sc.master or ""
-    if slots < workers and not (master.startswith("local") and "cluster" not in master):
-        # Executors of a fresh cluster register a moment after the session starts.
-        deadline = time.monotonic() + SLOT_WAIT
-        while slots < workers and time.monotonic() < deadline:
-            time.sleep(0.25)
-            slots = int(jsc.maxNumConcurrentTasks(profile))
-    if slots < workers:
-        raise ConfigError(
-            f"timelypy_spark needs {workers} free task slots (one per worker, all at once), "
-            f"but the Spark cluster at {sc.master!r} has {slots}: ask for workers={slots} or "
-            "fewer, or give Spark more executors or cores"
-        )
-    return slots
-
-
-def _import_probe(items: Iterator[Any]) -> Iterator[tuple[str, str, str]]:
-    """On an executor: whether ``timelypy`` imports there, its version, and the Python."""
-    import sys
-
-    try:
-        import timelypy
-    except BaseException as exc:  # reported to the driver, not raised
-        yield ("error", f"{type(exc).__name__}: {exc}", sys.executable)
-    else:
-        yield ("ok", str(getattr(timelypy, "__version__", "?")), sys.executable)
-
-
-# Pickled by value, so that an executor without timelypy can still run it and say so
-# (by reference it would have to import this module first, and fail where it cannot).
-_import_probe.__module__ = "__main__"
-_import_probe.__qualname__ = "_timelypy_import_probe"
-
-def _call_site(sc: Any, text: str) -> Any:
-    """A context naming the Spark jobs started inside it ``text`` (their UI "call site").
-
-    PySpark names a job after the first PySpark call on the Python stack
-    (``copy_local_properties at threading.py`` for a job started from a
-    thread); an outer ``SCCallSiteSync`` with our text keeps the inner ones
-    from replacing it.  Without that PySpark helper, Spark's own name stays.
-    """
-    try:
-        from pyspark.traceback_utils import SCCallSiteSync
-    except ImportError:  # pragma: no cover - present in every PySpark 3.x and 4.x
-        return contextlib.nullcontext()
-    site = SCCallSiteSync(sc)  # type: ignore[no-untyped-call]
-    site._call_site = text
-    return site
-
-
-#: SparkContexts (by application id) whose executors passed :func:`check_executors`.
-_checked: set[str] = set()
-
-
-def check_executors(sc: Any, workers: int) -> None:
-    """Fail fast, before any barrier stage, unless executors import this timelypy.
-
-    Runs one small ordinary job of ``workers`` tasks, once per SparkContext:
-    each task tries ``import timelypy`` and reports its version.  A missing
-    module or another version is a :class:`ConfigError` saying what to do,
-    in the time of that job rather than after a barrier stage's retries.
-    """
-    application = str(sc.applicationId)
-    if application in _checked:
-        return
-    import timelypy
-
-    sc.setJobDescription("timelypy: checking that the executors import timelypy")
-    try:
-        with _call_site(sc, "timelypy executor check"):
-            reports = set(
-                sc.parallelize(range(workers), workers).mapPartitions(_import_probe).collect()
-            )
-    finally:
-        sc.setJobDescription(None)
-    failures = sorted(report for report in reports if report[0] == "error")
-    if failures:
-        _, error, python = failures[0]
-        raise ConfigError(
-            f"Spark's executors cannot import timelypy ({error}, with the executor's Python "
-            f"{python}). Install timelypy where the executors' Python can import it, point "
-            "PYSPARK_PYTHON (spark.pyspark.python) at a Python that has it, send a packed "
-            "virtual environment with spark.archives, or call "
-            "timelypy_spark.ship_package(spark) once to ship this copy to the executors"
-        )
-    versions = sorted({version for _, version, _ in reports})
-    if versions != [timelypy.__version__]:
-        raise ConfigError(
-            f"Spark's executors import timelypy {', '.join(versions)}, the driver "
-            f"{timelypy.__version__}: workers of one run must run the same timelypy (install "
-            "the driver's version on the executors, or ship it with "
-            "timelypy_spark.ship_package(spark))"
-        )
-    _checked.add(application)
-
-
-#: The Spark configuration keys timelypy_spark reads (``spark.timelypy.*``), what they
-#: set when the call leaves the keyword out, and the default when neither does.
-CONF_KEYS = {
-    "spark.timelypy.workers": "workers (default: Spark's default parallelism)",
-    "spark.timelypy.timeout": "timeout, seconds for the whole run (default: none)",
-    "spark.timelypy.attempts": "attempts, retries of a failed run (default: 0)",
-    "spark.timelypy.serializer": "serializer, 'msgpack' or 'pickle' (default: msgpack)",
-    "spark.timelypy.connectTimeout": "connect_timeout, seconds (default: 60)",
-}
-
-
-def _conf(sc: Any, key: str, given: Any, kind: type, default: Any) -> Any:
-    """``given`` unless ``None``, else Spark's ``key`` as ``kind``, else ``default``.
-
-    Spark's value: the active session's runtime configuration (``spark.conf.set``
-    and everything the session started with), else the SparkContext's.
-    """
-    if given is not None:
-        return given
-    value = None
-    try:
-        from pyspark.sql import SparkSession
-
-        active = SparkSession.getActiveSession()
-        if active is not None and active.sparkContext is sc:
-            value = active.conf.get(key, None)
-    except ImportError:  # pragma: no cover - pyspark is there when a context is
-        pass
-    if value is None:
-        value = sc.getConf().get(key, None)
-    if value is None:
-        return default
-    try:
-        return kind(value)
-    except ValueError:
-        raise ConfigError(
-            f"the Spark setting {key}={value!r} is not a {kind.__name__}: "
-            f"{CONF_KEYS[key]}"
-        ) from None
-
-
-def default_workers(sc: Any, workers: int | None) -> int:
-    """``workers``, else ``spark.timelypy.workers``, else Spark's default parallelism."""
-    resolved: int = _conf(sc, "spark.timelypy.workers", workers, int, None)
-    return int(sc.defaultParallelism) if resolved is None else resolved
-
-
 def execute(
     spark: Any,
     func: Callable[[Any], R],
@@ -342,7 +174,7 @@ def execute(
     ``workers`` defaults to Spark's default parallelism.  ``timeout`` bounds
     the whole run (seconds).  A keyword left out is read from the Spark
     configuration (``spark.timelypy.workers``, ``.timeout``, ``.attempts``,
-    ``.serializer``, ``.connectTimeout``; :data:`CONF_KEYS`), else its
+    ``.serializer``, ``.connectTimeout``; :data:`~timelypy_spark.cluster.CONF_KEYS`), else its
     default.  See the module documentation for failures and retries.
     """
     sc = spark_context(spark)
@@ -388,7 +220,7 @@ def run_barrier(
     ``source`` is an RDD (one task per partition) or a :class:`BarrierStage`.
 
     ``timeout``, ``attempts``, ``serializer`` and ``connect_timeout`` left
-    ``None`` come from the Spark configuration (:data:`CONF_KEYS`) or their
+    ``None`` come from the Spark configuration (:data:`~timelypy_spark.cluster.CONF_KEYS`) or their
     defaults.  ``name`` (the program's or the dataflow's) names the Spark
     jobs and stages in the UI.
 
@@ -407,10 +239,10 @@ def run_barrier(
             f"the input has {stage.partitions} partitions but {workers} workers were "
             "asked for; every worker reads one partition"
         )
-    timeout = _conf(sc, "spark.timelypy.timeout", timeout, float, None)
-    attempts = _conf(sc, "spark.timelypy.attempts", attempts, int, 0)
-    serializer = _conf(sc, "spark.timelypy.serializer", serializer, str, "msgpack")
-    connect_timeout = _conf(sc, "spark.timelypy.connectTimeout", connect_timeout, float, 60.0)
+    timeout = conf_value(sc, "spark.timelypy.timeout", timeout, float, None)
+    attempts = conf_value(sc, "spark.timelypy.attempts", attempts, int, 0)
+    serializer = conf_value(sc, "spark.timelypy.serializer", serializer, str, "msgpack")
+    connect_timeout = conf_value(sc, "spark.timelypy.connectTimeout", connect_timeout, float, 60.0)
     assert attempts is not None and serializer is not None and connect_timeout is not None
     check_slots(sc, workers)
     check_executors(sc, workers)
@@ -484,7 +316,7 @@ def _run_execution(
         )
         sc.setJobGroup(group, description, interruptOnCancel=True)
         try:
-            with _call_site(sc, f"timelypy {name}"):
+            with call_site(sc, f"timelypy {name}"):
                 outcome["value"] = action(output)
         except BaseException as exc:
             outcome["error"] = exc
@@ -591,7 +423,7 @@ def _run_execution(
         raise TaskLostError(
             f"a Spark task of timelypy run {run} (execution {execution}) was lost: its worker "
             f"stopped without reporting an error (its Python worker or executor died?); "
-            f"worker {worker_error[0]} reported: {_first_line(error)}"
+            f"worker {worker_error[0]} reported: {first_line(error)}"
         ) from error
     if lost is not None:
         raise TaskLostError(
@@ -607,7 +439,7 @@ def _run_execution(
         error = outcome["error"]
         raise SparkJobError(
             f"the Spark job of timelypy run {run} (execution {execution}) failed: "
-            f"{_first_line(error)}"
+            f"{first_line(error)}"
         ) from error
     return outcome["value"]
 
@@ -641,62 +473,3 @@ def _original(index: int, body: Any) -> BaseException:
         if text:
             error.add_note("worker traceback:\n" + text.rstrip())
     return error
-
-
-def _first_line(error: BaseException) -> str:
-    """The informative line of a Spark error, and the executor's Python cause if it has one.
-
-    py4j's first line only names the call; a barrier stage's failure says only
-    that a task "finished unsuccessfully", while the Python exception that
-    failed it on the executor (a ``ModuleNotFoundError`` when executors lack
-    timelypy) is further down the Java message.
-    """
-    java = getattr(error, "java_exception", None)
-    text = str(error)
-    if java is not None:
-        try:
-            text = str(java.toString())
-        except Exception:  # the JVM may be gone already
-            pass
-    first = type(error).__name__
-    for line in text.strip().splitlines():
-        line = line.strip()
-        if line and not line.startswith("An error occurred while calling"):
-            first = line
-            break
-    cause = executor_cause(str(error) + "\n" + text)
-    if cause and cause not in first:
-        hint = ""
-        if "No module named 'timelypy" in cause:
-            hint = (
-                " (the executors' Python cannot import timelypy: set PYSPARK_PYTHON to a "
-                "Python that has it, or call timelypy_spark.ship_package(spark))"
-            )
-        return f"{first}; on the executor: {cause}{hint}"
-    return first
-
-
-_PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)): (.*)$")
-
-
-def executor_cause(text: str) -> str | None:
-    r"""The last ``SomeError: message`` line of the Python traceback inside a Spark error.
-
-    >>> executor_cause("Stage failed ...\norg.apache.spark.api.python.PythonException: "
-    ...                "Traceback (most recent call last):\n  File \"x\", line 1\n"
-    ...                "ModuleNotFoundError: No module named 'timelypy'\n\tat org.apache")
-    "ModuleNotFoundError: No module named 'timelypy'"
-    """
-    found = None
-    in_traceback = False
-    for line in text.splitlines():
-        if "Traceback (most recent call last)" in line:
-            in_traceback = True
-            continue
-        if in_traceback:
-            match = _PYTHON_ERROR.match(line.strip())
-            if match and not match.group(1).startswith(("org.", "java.", "scala.")):
-                found = line.strip()
-            if line.startswith("\tat "):
-                in_traceback = False
-    return found

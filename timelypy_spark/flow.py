@@ -57,7 +57,8 @@ from timelypy.flow.driver import FlowWorker, flow_program
 from timelypy.flow.inputs import InputConfig, ManualInputConfig, epochs_from_pairs
 from timelypy.recovery import AttachedExecution, RecoveryConfig
 from timelypy_spark.arrow import BatchReader, BatchWriter, infer_schema
-from timelypy_spark.driver import AttemptService, BarrierStage, default_workers, spark_context
+from timelypy_spark.cluster import default_workers, spark_context
+from timelypy_spark.driver import AttemptService, BarrierStage
 from timelypy_spark.epochs import Epochs, memory_mb
 from timelypy_spark.io import (
     BATCH,

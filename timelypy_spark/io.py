@@ -57,7 +57,8 @@ from typing import Any
 
 from timelypy.errors import ConfigError
 from timelypy_spark.arrow import BatchReader, BatchWriter, infer_schema, output_schema
-from timelypy_spark.driver import AttemptService, BarrierStage, run_barrier, spark_context
+from timelypy_spark.cluster import spark_context
+from timelypy_spark.driver import AttemptService, BarrierStage, run_barrier
 from timelypy_spark.epochs import Epochs, memory_mb
 from timelypy_spark.task import EmitRecords, StreamProgram, TaskContext
 

@@ -50,7 +50,7 @@ from typing import Any
 from timelypy.errors import ClusterError, ConfigError, FlowError
 from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.inputs import InputConfig
-from timelypy_spark.driver import _conf, check_slots, spark_context
+from timelypy_spark.cluster import check_slots, conf_value, spark_context
 from timelypy_spark.feed import (
     CHUNK_ROWS,
     MAX_CHUNKS,
@@ -488,7 +488,7 @@ def stream_flow(
     if not poll > 0:
         raise ConfigError(f"poll must be > 0 seconds, got {poll!r}")
     sc = spark_context(spark)
-    chosen: int | None = _conf(sc, "spark.timelypy.workers", workers, int, None)
+    chosen: int | None = conf_value(sc, "spark.timelypy.workers", workers, int, None)
     if chosen is None:
         chosen = max(1, int(sc.defaultParallelism) - batch_slots)
     if not isinstance(chosen, int) or isinstance(chosen, bool) or chosen < 1:
