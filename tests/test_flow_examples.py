@@ -169,3 +169,22 @@ def test_windowing_example_prints_the_plain_python_answer(tmp_path, args):
     expected = windowing_expected()
     assert expected[0].startswith("late: sensor-b")
     assert run("flow_windowing.py", *args, cwd=tmp_path) == expected
+
+
+# -- Lines from sockets, epochs by the clock ---------------------------------------------
+
+
+def test_socket_wordcount_counts_every_line_once_over_several_epochs():
+    example = load_example("flow_socket_wordcount")
+    n = example.LINES_PER_SERVER
+    errors = sum(1 for i in range(n) if i % 3 == 0) + sum(1 for i in range(n) if i % 4 == 0)
+    lines = run("flow_socket_wordcount.py")
+    assert lines[-1] == f"total: error {errors}, ok {2 * n - errors}"
+    epochs = [line for line in lines[:-1] if line.startswith("epoch ")]
+    assert len(epochs) == len(lines) - 1 >= 2  # the servers send for ~1.5 s, epochs are 0.5 s
+    summed: Counter[str] = Counter()
+    for line in epochs:
+        for part in line.split(": ", 1)[1].split(", "):
+            word, count = part.split()
+            summed[word] += int(count)
+    assert summed == Counter({"error": errors, "ok": 2 * n - errors})

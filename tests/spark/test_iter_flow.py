@@ -104,6 +104,49 @@ def test_a_directory_that_keeps_filling_gives_results_as_it_fills(spark, idle, t
     assert seen == Counter({f"file{n}": 2 for n in range(6)})
 
 
+def test_a_socket_server_that_keeps_sending_gives_results_as_it_sends(spark, idle):
+    # two line servers keep sending while the flow runs on Spark (a partition each);
+    # epochs reach the driver before the servers are done, and their closing ends the run
+    import socket
+    import threading
+
+    from timelypy.flow import SocketInput
+
+    servers = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+    def serve(server, name):
+        server.settimeout(60)
+        connection, _ = server.accept()
+        with connection:
+            for n in range(6):
+                connection.sendall(f"{name}{n} x\n".encode())
+                time.sleep(0.4)
+
+    threads = [
+        threading.Thread(target=serve, args=(server, name), daemon=True)
+        for server, name in zip(servers, "ab", strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    addresses = [f"127.0.0.1:{server.getsockname()[1]}" for server in servers]
+    flow = Dataflow()
+    flow.input("lines", SocketInput(addresses, epoch_length=0.25, poll=0.05))
+    flow.map(lambda line: line.split()[0])
+    flow.capture()
+    seen, early = Counter(), None
+    try:
+        for _, items in timelypy_spark.iter_flow(spark, flow, workers=2):
+            if early is None:
+                early = any(thread.is_alive() for thread in threads)
+            seen.update(items)
+    finally:
+        for thread in threads:
+            thread.join(30)
+        for server in servers:
+            server.close()
+    assert early, "the first epoch came only after the servers were done"
+    assert seen == Counter({f"{name}{n}": 1 for name in "ab" for n in range(6)})
+
+
 class _Message:
     def __init__(self, kind, index, body=None):
         self.kind, self.index, self.body = kind, index, body

@@ -46,6 +46,7 @@ from timelypy.flow.outputs import (
     TestingOutputConfig,
 )
 from timelypy.flow.run import cluster_main, run, run_cluster
+from timelypy.flow.socket_input import SocketInput
 from timelypy.flow.window import (
     ClockConfig,
     EventClockConfig,
@@ -80,6 +81,7 @@ __all__ = [
     "ManualInputConfig",
     "PartitionedInputConfig",
     "DirectoryInput",
+    "SocketInput",
     "single_batch",
     "tumbling_epoch",
     "fully_ordered",
