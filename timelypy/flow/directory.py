@@ -31,7 +31,13 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from timelypy.errors import FlowError
-from timelypy.flow.inputs import AdvanceTo, EmitBatch, InputItem, PartitionedInputConfig
+from timelypy.flow.inputs import (
+    AdvanceTo,
+    EmitBatch,
+    InputItem,
+    PartitionedInputConfig,
+    clock_settings,
+)
 from timelypy.hashing import stable_hash
 
 __all__ = ["DirectoryInput"]
@@ -63,23 +69,13 @@ class DirectoryInput(PartitionedInputConfig):
         poll: float = 0.05,
         encoding: str = "utf-8",
     ) -> None:
-        seconds = (
-            epoch_length.total_seconds()
-            if isinstance(epoch_length, datetime.timedelta)
-            else epoch_length
-        )
-        if not isinstance(seconds, (int, float)) or seconds <= 0:
-            raise FlowError(f"DirectoryInput needs epoch_length > 0, got {epoch_length!r}")
+        self.epoch_length, self.poll = clock_settings("DirectoryInput", epoch_length, poll)
         if not isinstance(parts, int) or isinstance(parts, bool) or parts < 1:
             raise FlowError(f"DirectoryInput needs parts >= 1, got {parts!r}")
-        if not isinstance(poll, (int, float)) or poll <= 0:
-            raise FlowError(f"DirectoryInput needs poll > 0 seconds, got {poll!r}")
         self.path = os.fspath(path)
-        self.epoch_length = float(seconds)
         self.pattern = pattern
         self.parts = parts
         self.stop_file = stop_file
-        self.poll = float(poll)
         self.encoding = encoding
 
     def list_parts(self, worker_index: int, worker_count: int) -> Iterable[str]:

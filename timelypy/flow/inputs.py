@@ -222,6 +222,26 @@ def fully_ordered(items: Iterable[T]) -> Iterator[tuple[int, T]]:
     return enumerate(items)
 
 
+def clock_settings(
+    owner: str, epoch_length: float | datetime.timedelta, poll: float
+) -> tuple[float, float]:
+    """``(epoch_length, poll)`` in seconds for an input whose epochs go by the clock.
+
+    Both must be positive (``epoch_length`` may be a ``timedelta``); else a
+    :class:`FlowError` that names ``owner`` (``"DirectoryInput"``...).
+    """
+    seconds = (
+        epoch_length.total_seconds()
+        if isinstance(epoch_length, datetime.timedelta)
+        else epoch_length
+    )
+    if not isinstance(seconds, (int, float)) or seconds <= 0:
+        raise FlowError(f"{owner} needs epoch_length > 0, got {epoch_length!r}")
+    if not isinstance(poll, (int, float)) or poll <= 0:
+        raise FlowError(f"{owner} needs poll > 0 seconds, got {poll!r}")
+    return float(seconds), float(poll)
+
+
 def _seconds(value: float | datetime.timedelta | datetime.datetime) -> float:
     if isinstance(value, datetime.timedelta):
         return value.total_seconds()

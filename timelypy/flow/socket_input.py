@@ -32,7 +32,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from timelypy.errors import FlowError
-from timelypy.flow.inputs import AdvanceTo, EmitBatch, InputItem, PartitionedInputConfig
+from timelypy.flow.inputs import (
+    AdvanceTo,
+    EmitBatch,
+    InputItem,
+    PartitionedInputConfig,
+    clock_settings,
+)
 
 __all__ = ["SocketInput"]
 
@@ -103,15 +109,7 @@ class SocketInput(PartitionedInputConfig):
         names = [f"{host}:{port}" for host, port in parsed]
         if len(set(names)) != len(names):
             raise FlowError(f"SocketInput: an address is listed twice in {names}")
-        seconds = (
-            epoch_length.total_seconds()
-            if isinstance(epoch_length, datetime.timedelta)
-            else epoch_length
-        )
-        if not isinstance(seconds, (int, float)) or seconds <= 0:
-            raise FlowError(f"SocketInput needs epoch_length > 0, got {epoch_length!r}")
-        if not isinstance(poll, (int, float)) or poll <= 0:
-            raise FlowError(f"SocketInput needs poll > 0 seconds, got {poll!r}")
+        self.epoch_length, self.poll = clock_settings("SocketInput", epoch_length, poll)
         if not isinstance(connect_timeout, (int, float)) or connect_timeout <= 0:
             raise FlowError(f"SocketInput needs connect_timeout > 0, got {connect_timeout!r}")
         try:
@@ -119,8 +117,6 @@ class SocketInput(PartitionedInputConfig):
         except LookupError:
             raise FlowError(f"SocketInput: unknown encoding {encoding!r}") from None
         self.addresses = names
-        self.epoch_length = float(seconds)
-        self.poll = float(poll)
         self.encoding = encoding
         self.connect_timeout = float(connect_timeout)
 
