@@ -40,8 +40,10 @@ def timer_program(delays):
 
             builder.build(constructor)
 
-        worker.dataflow(build)
+        # Before building: the constructor sets the timers, and building on several
+        # workers may take a while after it ran (it waits for the other workers).
         started = time.monotonic()
+        worker.dataflow(build)
         while worker.step_or_park(None):  # parks until something (a timer) is due
             pass
         return [run - started for run in runs]
