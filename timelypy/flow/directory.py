@@ -36,6 +36,7 @@ from timelypy.flow.inputs import (
     EmitBatch,
     InputItem,
     PartitionedInputConfig,
+    clock_epoch,
     clock_settings,
 )
 from timelypy.hashing import stable_hash
@@ -136,11 +137,11 @@ class _DirectoryReader:
 
     def _generate(self, resume_epoch: int) -> Iterator[InputItem]:
         config = self.config
-        started = time.monotonic()
+        clock = clock_epoch(config.epoch_length, resume_epoch)
         epoch = resume_epoch
         yield AdvanceTo(epoch)
         while True:
-            now_epoch = resume_epoch + int((time.monotonic() - started) / config.epoch_length)
+            now_epoch = clock()
             if now_epoch > epoch:
                 epoch = now_epoch
                 yield AdvanceTo(epoch)

@@ -242,6 +242,20 @@ def clock_settings(
     return float(seconds), float(poll)
 
 
+def clock_epoch(epoch_length: float, first: int = 0) -> Callable[[], int]:
+    """A function giving the current epoch by the clock: ``first`` plus whole ``epoch_length`` s.
+
+    Its clock starts now (``time.monotonic``), so epoch ``first`` lasts
+    ``epoch_length`` seconds from this call, the next as long again, and so on.
+    """
+    started = time.monotonic()
+
+    def now() -> int:
+        return first + int((time.monotonic() - started) / epoch_length)
+
+    return now
+
+
 def _seconds(value: float | datetime.timedelta | datetime.datetime) -> float:
     if isinstance(value, datetime.timedelta):
         return value.total_seconds()

@@ -37,6 +37,7 @@ from timelypy.flow.inputs import (
     EmitBatch,
     InputItem,
     PartitionedInputConfig,
+    clock_epoch,
     clock_settings,
 )
 
@@ -157,7 +158,7 @@ def _connect(config: SocketInput, address: str) -> socket.socket:
 
 def _read_socket(config: SocketInput, address: str, resume_epoch: int) -> Iterator[InputItem]:
     connection = _connect(config, address)
-    started = time.monotonic()
+    clock = clock_epoch(config.epoch_length, resume_epoch)
     epoch = resume_epoch
     decoder = codecs.getincrementaldecoder(config.encoding)()
     tail = ""
@@ -165,7 +166,7 @@ def _read_socket(config: SocketInput, address: str, resume_epoch: int) -> Iterat
         connection.settimeout(config.poll)
         yield AdvanceTo(epoch)
         while True:
-            now_epoch = resume_epoch + int((time.monotonic() - started) / config.epoch_length)
+            now_epoch = clock()
             if now_epoch > epoch:
                 epoch = now_epoch
                 yield AdvanceTo(epoch)
