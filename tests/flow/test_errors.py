@@ -290,3 +290,24 @@ def test_a_caller_that_does_not_read_holds_the_workers_back(monkeypatch):
     assert next(pulled) - waiting <= 1 + 2, "the worker kept reading input nobody consumed"
     assert waiting < 100 + 2 * 1024 + 10  # the bound, one batch over it, and a pull in flight
     results.close()
+
+
+@pytest.mark.parametrize("items", ["hello", b"ab", {"k": 1}])
+def test_emit_batch_of_one_value_is_an_error(items):
+    # a str, bytes or a dict is one value, not a batch of them
+    def builder(worker_index, worker_count, resume_epoch):
+        yield AdvanceTo(0)
+        yield EmitBatch(items)
+
+    with pytest.raises(FlowError, match=r"EmitBatch takes a list of items, got a (str|bytes|dict)"):
+        list(run(flow_of_capture(), ManualInputConfig(builder)))
+
+
+def test_an_input_builder_yielding_none_first_is_an_error_not_an_empty_input():
+    def builder(worker_index, worker_count, resume_epoch):
+        yield None
+        yield AdvanceTo(0)
+        yield Emit(1)
+
+    with pytest.raises(FlowError, match=r"yielded None before any AdvanceTo"):
+        list(run(flow_of_capture(), ManualInputConfig(builder)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -133,7 +134,8 @@ def test_text_that_is_not_the_encoding_is_an_error_naming_the_server():
         ("127.0.0.1:9", {}, "needs a list of addresses"),
         ([], {}, "at least one address"),
         (["localhost"], {}, "an address is 'host:port'"),
-        (["localhost:http"], {}, "an address is 'host:port'"),
+        (["localhost:http"], {}, "has no port in 1..65535"),
+        ([("localhost", 1, 2)], {}, "an address is 'host:port' or \\(host, port\\)"),
         ([("localhost", 0)], {}, "no port in 1..65535"),
         ([("", 80)], {}, "has no host"),
         (["a:1", ("a", 1)], {}, "listed twice"),
@@ -146,3 +148,160 @@ def test_text_that_is_not_the_encoding_is_an_error_naming_the_server():
 def test_bad_arguments_are_refused_when_the_input_is_made(addresses, options, message):
     with pytest.raises(FlowError, match=message):
         SocketInput(addresses, **options)
+
+
+# -- what an audit as a new user found, each fixed ------------------------------------------
+
+
+def test_a_line_trickling_in_without_a_newline_does_not_hold_up_the_worker():
+    # Server A sends one byte every 10 ms for 1.5 s before its newline, more often than
+    # the reader's 0.2 s poll, so its reads never time out; server B's line, read by
+    # the same (only) worker after A's (readers go in address order), must not wait
+    # for A's line to end.
+    sockets = sorted(
+        (socket.create_server(("127.0.0.1", 0)) for _ in range(2)),
+        key=lambda server: f"127.0.0.1:{server.getsockname()[1]}",
+    )
+    trickle_done = threading.Event()
+
+    def serve(server, chunks, done=None):
+        server.settimeout(30)
+        connection, _ = server.accept()
+        with connection:
+            for chunk in chunks:
+                connection.sendall(chunk)
+                time.sleep(0.01)
+        if done is not None:
+            done.set()
+
+    threads = [
+        threading.Thread(target=serve, args=(sockets[0], [b"x"] * 150 + [b"\n"], trickle_done)),
+        threading.Thread(target=serve, args=(sockets[1], [b"quick\n"])),
+    ]
+    for thread in threads:
+        thread.start()
+    addresses = [f"127.0.0.1:{server.getsockname()[1]}" for server in sockets]
+    try:
+        outputs = run(lines_flow(addresses, epoch_length=60, poll=0.2))
+        assert next(outputs) == (0, "quick")
+        assert not trickle_done.is_set(), "B's line waited for the end of A's"
+        assert [item for _, item in outputs] == ["x" * 150]
+    finally:
+        for thread in threads:
+            thread.join(30)
+        for server in sockets:
+            server.close()
+
+
+def test_a_16_mib_line_arrives_whole():
+    line = b"ab" * (8 << 20)
+    server = LineServer([line[i : i + 65536] for i in range(0, len(line), 65536)] + [b"\nz"])
+    try:
+        out = sorted(item for _, item in run(lines_flow([server.address], epoch_length=60)))
+        assert out == [line.decode(), "z"]
+    finally:
+        server.close()
+
+
+def test_a_failing_flow_closes_its_connections_at_once():
+    # The servers never close; a step raises; each server sees its client leave
+    # without waiting for the garbage collector.
+    import gc
+
+    closed = [threading.Event(), threading.Event()]
+    servers = [socket.create_server(("127.0.0.1", 0)) for _ in closed]
+
+    def serve(server, seen_close, line):
+        server.settimeout(30)
+        connection, _ = server.accept()
+        with connection:
+            connection.sendall(line)
+            connection.settimeout(30)
+            while connection.recv(1024):
+                pass
+            seen_close.set()
+
+    threads = [
+        threading.Thread(target=serve, args=(server, event, line), daemon=True)
+        for server, event, line in zip(servers, closed, [b"boom\n", b"fine\n"], strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    flow = Dataflow()
+    addresses = [f"127.0.0.1:{server.getsockname()[1]}" for server in servers]
+    flow.input("lines", SocketInput(addresses, epoch_length=60))
+    flow.map(lambda line: 1 / 0 if line == "boom" else line)
+    flow.capture()
+    gc.disable()
+    try:
+        with pytest.raises(ZeroDivisionError):
+            run_cluster(flow, None, 1, 2)
+        for event in closed:
+            assert event.wait(10), "a connection stayed open after the flow failed"
+    finally:
+        gc.enable()
+        for server in servers:
+            server.close()
+
+
+def test_a_server_that_listens_late_does_not_hold_up_the_others():
+    late = socket.create_server(("127.0.0.1", 0))
+    address = f"127.0.0.1:{late.getsockname()[1]}"
+    late.close()  # nothing listens there for a second
+    early = LineServer([b"early\n"])
+    listening = threading.Event()
+
+    def listen_late():
+        time.sleep(1.0)
+        server = socket.create_server(("127.0.0.1", int(address.rsplit(":", 1)[1])))
+        listening.set()
+        connection, _ = server.accept()
+        with connection:
+            connection.sendall(b"late\n")
+        server.close()
+
+    thread = threading.Thread(target=listen_late, daemon=True)
+    thread.start()
+    try:
+        outputs = run(lines_flow([address, early.address], epoch_length=60, connect_timeout=20))
+        assert next(outputs) == (0, "early")
+        assert not listening.is_set(), "the early server's line waited for the late one"
+        assert [item for _, item in outputs] == ["late"]
+    finally:
+        thread.join(30)
+        early.close()
+
+
+def test_errors_name_the_input_step_and_worker():
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def reset():
+        connection, _ = server.accept()
+        connection.sendall(b"partial")
+        linger = struct.pack("ii", 1, 0)  # on, 0 s: close() resets the connection
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+        connection.close()
+
+    thread = threading.Thread(target=reset, daemon=True)
+    thread.start()
+    address = f"127.0.0.1:{server.getsockname()[1]}"
+    try:
+        with pytest.raises(FlowError, match=f"reading from {address} failed") as info:
+            list(run(lines_flow([address], epoch_length=60)))
+        assert "input step 'lines' (partition" in "\n".join(info.value.__notes__)
+    finally:
+        thread.join(30)
+        server.close()
+
+
+def test_addresses_as_getsockname_gives_them():
+    server = LineServer([b"v4\n"])
+    host, port = server.address.rsplit(":", 1)
+    try:
+        spellings = [[host, port], (host, int(port))]
+        for spelling in spellings:
+            assert SocketInput([spelling]).addresses == [server.address]
+        assert SocketInput([("::1", 9, 0, 0)]).addresses == ["[::1]:9"]
+        assert [item for _, item in run(lines_flow([[host, port]], epoch_length=60))] == ["v4"]
+    finally:
+        server.close()

@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from timelypy.dataflow.builder import OperatorBuilder
@@ -97,6 +98,11 @@ PULL_LIMIT = 1024
 #: How long a reader reads before the worker steps, at most (a slow source's
 #: items flow on without waiting for PULL_LIMIT of them).
 PULL_SECONDS = 0.01
+
+log = logging.getLogger("timelypy.flow")
+
+#: What ``next(source, _ENDED)`` returns once a reader's source has nothing more.
+_ENDED = object()
 #: Steps a worker takes after a read while its outputs lag its input, at most.
 CATCH_UP_STEPS = 4
 #: Seconds between worker 0's garbage collections of a recovery store during a run.
@@ -208,11 +214,32 @@ class _Reader:
         self.resume = cap.time
 
     def pull(self, output: OperatorOutput[Any], limit: int, started: bool) -> None:
-        """Send up to ``limit`` values' worth of items; mark :attr:`done` at the end."""
-        if self.pairs:
-            self._pull_pairs(output, limit)
-        else:
-            self._pull_events(output, limit, started)
+        """Send up to ``limit`` values' worth of items; mark :attr:`done` at the end.
+
+        An error the source raises (a reader's own ``FlowError``, say) gets a
+        note naming the input step, the reader and the worker.
+        """
+        try:
+            if self.pairs:
+                self._pull_pairs(output, limit)
+            else:
+                self._pull_events(output, limit, started)
+        except Exception as exc:
+            where = self._where()
+            if not any(where in note for note in getattr(exc, "__notes__", ())) and (
+                where not in str(exc)
+            ):
+                exc.add_note(f"raised by {where}")
+            raise
+
+    def close(self) -> None:
+        """Close the source if it can be (a generator's ``finally`` runs: sockets, files)."""
+        close = getattr(self.source, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:  # closing after a failure: the first error is the one to see
+                log.debug("closing %s raised", self._where(), exc_info=True)
 
     def _pull_pairs(self, output: OperatorOutput[Any], limit: int) -> None:
         cap = self.cap
@@ -252,6 +279,20 @@ class _Reader:
             output.give_batch(cap, batch)
             self.reached = self.epoch
 
+    def _batch_items(self, items: Any) -> list[Any]:
+        """An ``EmitBatch``'s items as a list: any iterable of items, but not one value."""
+        if isinstance(items, (str, bytes, bytearray, memoryview, Mapping)):
+            raise FlowError(
+                f"{self._where()}: EmitBatch takes a list of items, got a "
+                f"{type(items).__name__} ({items!r:.60}); yield Emit(value) for one value"
+            )
+        try:
+            return list(items)
+        except TypeError:
+            raise FlowError(
+                f"{self._where()}: EmitBatch takes a list of items, got {items!r}"
+            ) from None
+
     def _pull_events(self, output: OperatorOutput[Any], limit: int, started: bool) -> None:
         cap = self.cap
         assert cap is not None
@@ -259,8 +300,8 @@ class _Reader:
         count = 0
         source = self.source
         if not started:
-            first = next(source, None)
-            if first is None:
+            first = next(source, _ENDED)
+            if first is _ENDED:
                 self.done = True
                 return
             if type(first) is not AdvanceTo:
@@ -284,12 +325,7 @@ class _Reader:
             elif kind is EmitBatch:
                 items = event.items
                 if type(items) is not list:
-                    try:
-                        items = list(items)
-                    except TypeError:
-                        raise FlowError(
-                            f"{self._where()}: EmitBatch takes a list of items, got {items!r}"
-                        ) from None
+                    items = self._batch_items(items)
                 batch.extend(items)
                 count += len(items) - 1  # and one more below, as for every event
             elif kind is AdvanceTo:
@@ -737,7 +773,13 @@ def flow_program(
             worker.dataflow(runner.build)
             if on_built is not None:
                 on_built(runner)
-            runner.feed()
+            try:
+                runner.feed()
+            finally:
+                # Ended, failed or cancelled: readers still open close now (a socket
+                # reader's connection), not whenever the garbage collector finds them.
+                for reader in runner.readers:
+                    reader.close()
 
     return program
 

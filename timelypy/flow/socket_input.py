@@ -7,14 +7,16 @@ its server and emits the newline-separated text the server sends, a whole
 received chunk at a time (:class:`~timelypy.flow.inputs.EmitBatch`), as
 Spark's ``socketTextStream`` reads a line server.  Epochs close by the
 clock: epoch ``e`` is the ``e``-th ``epoch_length`` seconds since the reader
-connected (from the resume epoch, after a resume).  A partition ends,
+started (from the resume epoch, after a resume).  A partition ends,
 cleanly, when its server closes the connection; a last line without a
 newline is emitted then.
 
-The reader waits for data ``poll`` seconds at a time and returns to its
-worker in between (an ``AdvanceTo`` of the current epoch), so the dataflow
-keeps running and closing epochs while a server is quiet.  Text is decoded
-incrementally, so a character split between two packets arrives whole.
+The reader never keeps its worker more than ``poll`` seconds: while it
+connects, while a server is quiet, and after every receive it returns to
+its worker (an ``AdvanceTo`` of the current epoch), so the dataflow keeps
+running, closing epochs and noticing failures.  Text is decoded
+incrementally, so a character split between two packets arrives whole, and
+a line received in many pieces is joined once, at its end.
 
 A socket cannot be read twice: there is no snapshot.  With recovery, a
 resumed execution connects again and reads what the server sends from then
@@ -48,18 +50,24 @@ RECV_BYTES = 1 << 16
 
 
 def _address(value: object) -> tuple[str, int]:
-    """``"host:port"`` or ``(host, port)`` as ``(host, port)``; a :class:`FlowError` if neither."""
+    """An address as ``(host, port)``; a :class:`FlowError` if it is not one.
+
+    ``"host:port"`` (``"[::1]:9999"`` for IPv6), or a ``(host, port)`` tuple
+    or list, as ``socket.getsockname()`` returns it (an IPv6 one has two
+    more fields, which are ignored); the port an int or a string of digits.
+    """
     host: object
     port: object
     if isinstance(value, str):
-        host, sep, port_text = value.rpartition(":")
-        if not sep or not port_text.isdigit():
+        host, sep, port = value.rpartition(":")
+        if not sep:
             raise FlowError(f"SocketInput: an address is 'host:port', got {value!r}")
-        port = int(port_text)
-    elif isinstance(value, tuple) and len(value) == 2:
-        host, port = value
+    elif isinstance(value, (tuple, list)) and len(value) in (2, 4):
+        host, port = value[0], value[1]
     else:
         raise FlowError(f"SocketInput: an address is 'host:port' or (host, port), got {value!r}")
+    if isinstance(port, str) and port.isdigit():
+        port = int(port)
     if not isinstance(host, str) or not host.strip("[]"):
         raise FlowError(f"SocketInput: the address {value!r} has no host")
     if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
@@ -67,13 +75,20 @@ def _address(value: object) -> tuple[str, int]:
     return host.strip("[]"), port
 
 
+def _name(host: str, port: int) -> str:
+    """``host:port``, with an IPv6 host in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 class SocketInput(PartitionedInputConfig):
     r"""The lines sent to the TCP servers at ``addresses``, a partition each, epochs by the clock.
 
-    ``addresses`` are ``"host:port"`` strings or ``(host, port)`` pairs; every
-    worker must be able to reach every one.  ``connect_timeout`` seconds
-    after it starts, a reader that still cannot connect fails the flow with
-    a :class:`~timelypy.errors.FlowError` naming the address.
+    ``addresses`` are ``"host:port"`` strings (``"[::1]:9999"`` for IPv6) or
+    ``(host, port)`` tuples or lists, as ``socket.getsockname()`` gives them;
+    every worker must be able to reach every one.  ``connect_timeout``
+    seconds after it starts, a reader that still cannot connect fails the
+    flow with a :class:`~timelypy.errors.FlowError` naming the address.
+    ``poll`` is the longest a reader keeps its worker waiting for its server.
 
     >>> import socket, threading
     >>> from timelypy.flow import Dataflow, run
@@ -96,7 +111,7 @@ class SocketInput(PartitionedInputConfig):
         addresses: Sequence[str | tuple[str, int]],
         *,
         epoch_length: float | datetime.timedelta = 1.0,
-        poll: float = 0.05,
+        poll: float = 0.01,
         encoding: str = "utf-8",
         connect_timeout: float = 10.0,
     ) -> None:
@@ -107,7 +122,7 @@ class SocketInput(PartitionedInputConfig):
         if not addresses:
             raise FlowError("SocketInput needs at least one address")
         parsed = [_address(value) for value in addresses]
-        names = [f"{host}:{port}" for host, port in parsed]
+        names = [_name(host, port) for host, port in parsed]
         if len(set(names)) != len(names):
             raise FlowError(f"SocketInput: an address is listed twice in {names}")
         self.epoch_length, self.poll = clock_settings("SocketInput", epoch_length, poll)
@@ -139,32 +154,37 @@ class SocketInput(PartitionedInputConfig):
         return f"SocketInput({self.addresses!r}, epoch_length={self.epoch_length:g})"
 
 
-def _connect(config: SocketInput, address: str) -> socket.socket:
-    """A connection to ``address``, retried until ``config.connect_timeout`` has passed."""
-    host, port = _address(address)
-    deadline = time.monotonic() + config.connect_timeout
-    while True:
-        left = deadline - time.monotonic()
-        try:
-            return socket.create_connection((host, port), timeout=max(min(left, 1.0), 0.01))
-        except OSError as exc:
-            if time.monotonic() >= deadline:
-                raise FlowError(
-                    f"SocketInput: cannot connect to {address} within "
-                    f"{config.connect_timeout:g} s ({exc}); is its server listening?"
-                ) from exc
-            time.sleep(min(config.poll, max(deadline - time.monotonic(), 0)))
-
-
 def _read_socket(config: SocketInput, address: str, resume_epoch: int) -> Iterator[InputItem]:
-    connection = _connect(config, address)
+    """The reader of one server: connect, then its lines, epochs by the clock from its start.
+
+    Every wait is at most ``poll`` seconds, after which the reader returns
+    to its worker (an ``AdvanceTo`` of the current epoch): while connecting,
+    while the server is quiet, and after every receive, lines or not.  So
+    the worker keeps stepping (and can be cancelled) whatever the server
+    does.
+    """
     clock = clock_epoch(config.epoch_length, resume_epoch)
     epoch = resume_epoch
-    decoder = codecs.getincrementaldecoder(config.encoding)()
-    tail = ""
+    yield AdvanceTo(epoch)
+    connection = None
     try:
+        deadline = time.monotonic() + config.connect_timeout
+        host, port = _address(address)
+        while connection is None:
+            try:
+                connection = socket.create_connection((host, port), timeout=config.poll)
+            except OSError as exc:
+                if time.monotonic() >= deadline:
+                    raise FlowError(
+                        f"SocketInput: cannot connect to {address} within "
+                        f"{config.connect_timeout:g} s ({exc}); is its server listening?"
+                    ) from exc
+                time.sleep(config.poll)  # refused at once: do not spin
+                epoch = max(epoch, clock())
+                yield AdvanceTo(epoch)
         connection.settimeout(config.poll)
-        yield AdvanceTo(epoch)
+        decoder = codecs.getincrementaldecoder(config.encoding)()
+        pending: list[str] = []  # the line being received, in pieces (joined once, at its end)
         while True:
             now_epoch = clock()
             if now_epoch > epoch:
@@ -177,25 +197,28 @@ def _read_socket(config: SocketInput, address: str, resume_epoch: int) -> Iterat
                 continue
             except OSError as exc:
                 raise FlowError(f"SocketInput: reading from {address} failed: {exc}") from exc
-            if not data:  # the server closed the connection: the partition ends
-                try:
-                    tail += decoder.decode(b"", final=True)
-                except UnicodeDecodeError as exc:
-                    raise FlowError(
-                        f"SocketInput: {address} ended inside a character ({exc})"
-                    ) from exc
-                if tail:
-                    yield EmitBatch([tail.removesuffix("\r")])
-                return
             try:
-                text = tail + decoder.decode(data)
+                text = decoder.decode(data, final=not data)
             except UnicodeDecodeError as exc:
-                raise FlowError(
-                    f"SocketInput: {address} sent text that is not {config.encoding} ({exc})"
-                ) from exc
+                what = "ended inside a character" if not data else (
+                    f"sent text that is not {config.encoding}"
+                )
+                raise FlowError(f"SocketInput: {address} {what} ({exc})") from exc
+            if not data:  # the server closed the connection: the partition ends
+                last = "".join(pending) + text
+                if last:
+                    yield EmitBatch([last.removesuffix("\r")])
+                return
+            if "\n" not in text:
+                pending.append(text)
+                yield AdvanceTo(epoch)  # part of a line: back to the worker meanwhile
+                continue
             lines = text.split("\n")
+            if pending:
+                lines[0] = "".join(pending) + lines[0]
             tail = lines.pop()
-            if lines:
-                yield EmitBatch([line.removesuffix("\r") for line in lines])
+            pending = [tail] if tail else []
+            yield EmitBatch([line.removesuffix("\r") for line in lines])
     finally:
-        connection.close()
+        if connection is not None:
+            connection.close()
