@@ -373,9 +373,7 @@ class Subgraph(Operate):
     def note_changes(self, index: int) -> None:
         """Take child ``index``'s progress counts in the next pass, without running it."""
         self._reported.add(index)
-        if not self._marked:
-            self._marked = True
-            self.activate_self()
+        self._mark_self()
 
     def _force_mark(self) -> None:
         self._marked = True
