@@ -146,6 +146,14 @@ class Epochs:
             return f"{self.epoch_length:g} s of clock time per epoch"
         return "one epoch (0)"
 
+    @property
+    def single(self) -> bool:
+        """Whether every record is in epoch 0 (neither ``epoch_of`` nor ``epoch_length``).
+
+        Readers may then take a partition in slices, with no per-record epoch.
+        """
+        return self.epoch_of is None and self.epoch_length is None
+
     def pairs(
         self, records: Iterable[Any], where: str = "a partition"
     ) -> Iterator[tuple[int, Any]]:

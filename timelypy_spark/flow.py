@@ -559,7 +559,7 @@ def _records_program(
         def input_builder(
             worker_index: int, worker_count: int, resume_epoch: int
         ) -> Iterator[Any]:
-            if epochs.epoch_of is None and epochs.epoch_length is None:
+            if epochs.single:
                 return _one_epoch(records, resume_epoch)
             where = f"the partition of worker {worker_index}"
             return epochs_from_pairs(epochs.pairs(records, where), resume_epoch)

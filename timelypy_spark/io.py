@@ -411,7 +411,7 @@ def _program(
 
         worker.dataflow(dataflow)
         records = partition if reader is None else reader(partition)
-        if epochs.epoch_of is None and epochs.epoch_length is None:
+        if epochs.single:
             while batch := list(islice(records, BATCH)):
                 handle.send_batch(batch)
                 worker.step()
