@@ -109,6 +109,14 @@ class Worker:
         context = f"operator {reader.name!r} on worker {self._index}"
         return self._allocator.allocate(channel, context)
 
+    def flush_sends(self) -> None:
+        """Send now what this worker buffered for other processes (not waiting for the step's end).
+
+        A dataflow calls it once it has broadcast its progress batch, so the
+        batch is on its way while this worker applies the batch itself.
+        """
+        self._allocator.release()
+
     def activator_for(self, address: tuple[int, ...]) -> Callable[[], None]:
         """A function scheduling the operator at ``address`` in this worker's next step."""
         subgraph = self._dataflows.get(address[0])

@@ -372,6 +372,28 @@ def test_demand_mode_loops_finish_when_every_worker_holds_progress(inner_probes:
         assert problem is None, problem
 
 
+#: A loop in a loop, four workers, demand mode.  The outer loop's batch is held
+#: while the inner loop's report (its boundary counts) waits to be applied; the
+#: report is what makes the batch's decrements demanded, so the batch must be
+#: checked again once it is applied, in the same pass.
+NESTED_DEMAND_CASE = (
+    [("loop", 2, True, [("loop", 2, True, [("map", -1, 0)])])],
+    [(0, [(0, 1)], 1)],
+)
+
+
+def test_demand_mode_rechecks_a_held_batch_after_a_nested_scope_reports() -> None:
+    """Regression: :data:`NESTED_DEMAND_CASE` finishes with the right output, every run."""
+    ops, epochs = NESTED_DEMAND_CASE
+    expected = expected_outputs(ops, epochs)
+    for _ in range(10):
+        records = run_pipeline(ops, epochs, 4, progress_mode="demand")
+        got = Counter(pair for record in records for pair in record.outputs)
+        problem = multiset_mismatch(got, expected)
+        assert problem is None, problem
+        assert all(record.snapshots[-1][1] == () for record in records)
+
+
 @given(ops=pipeline_ops(), epochs=epoch_inputs(), workers=workers_counts)
 def test_probe_frontiers_never_regress(ops: list[tuple], epochs: Epochs, workers: int) -> None:
     """Probe frontiers only advance, and end empty; no output comes after its time passed."""

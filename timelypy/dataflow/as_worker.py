@@ -85,6 +85,10 @@ class AsWorker(Protocol):
         """Pushers to every worker on ``channel``, and this worker's mailbox for it."""
         ...
 
+    def flush_sends(self) -> None:
+        """Send what this worker buffered for other processes now, not at the step's end."""
+        ...
+
     def activator_for(self, address: tuple[int, ...]) -> Callable[[], None]:
         """A function scheduling the operator at ``address`` in this worker's next step."""
         ...

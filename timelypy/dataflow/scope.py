@@ -178,7 +178,9 @@ def finalize(worker: AsWorker, subgraph: Subgraph) -> None:
         def hook(is_send: bool, source: int, seq: int, updates: list[Any]) -> None:
             logger.log(ProgressEvent(is_send, source, channel, seq, tuple(updates)))
 
-    progcaster = Progcaster(pushers, mailbox, worker.index, channel, hook)
+    # A dataflow's batch leaves at once (nested scopes' go with their dataflow's).
+    flush = worker.flush_sends if len(subgraph.path) == 1 and worker.peers > 1 else None
+    progcaster = Progcaster(pushers, mailbox, worker.index, channel, hook, flush)
     subgraph.logger = registry.get("timely")
     subgraph.demand = worker.config.progress_mode == "demand"
     subgraph.finalize(progcaster)

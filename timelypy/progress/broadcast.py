@@ -14,6 +14,11 @@ capability whose release is in the same or a later batch), and batches from
 one worker arrive in order.  Any prefix of the streams then yields a
 frontier that is behind the true one, never ahead.
 
+A worker applies its own batch at once rather than through its own
+mailbox, as if that channel had no latency: the batch is still a prefix of
+its stream, so this changes no frontier's safety, and it saves the worker a
+second pass whose only work would be to receive what it just sent.
+
 Updates are ``((node, kind, port, time), diff)`` pairs, where ``kind`` is
 0 for an operator input (target) and 1 for an output (source).  Batches are
 compacted (zero diffs dropped) before sending.
@@ -32,9 +37,15 @@ ProgressUpdate = tuple[tuple[int, int, int, Any], int]
 
 
 class Progcaster:
-    """Sends this worker's progress batches to all workers and receives theirs."""
+    """Sends this worker's progress batches to all workers and receives theirs.
 
-    __slots__ = ("_counter", "_log", "_mailbox", "_pushers", "channel", "source")
+    ``pushers`` has one entry per worker, this one's (``source``) included,
+    as the allocator gives them; this worker's own entry is not used.
+    ``flush``, if given, is called after each broadcast: it sends what the
+    pushers buffered, so the batch leaves before this worker applies it.
+    """
+
+    __slots__ = ("_counter", "_flush", "_log", "_mailbox", "_others", "channel", "source")
 
     def __init__(
         self,
@@ -43,25 +54,44 @@ class Progcaster:
         source: int,
         channel: int,
         log: Callable[[bool, int, int, list[ProgressUpdate]], None] | None = None,
+        flush: Callable[[], None] | None = None,
     ) -> None:
-        self._pushers = pushers
+        #: The pushers to every worker but this one (this one applies its own at once).
+        self._others = [push for worker, push in enumerate(pushers) if worker != source]
         self._mailbox = mailbox
         self.source = source
         self.channel = channel
         self._counter = 0
         self._log = log
+        self._flush = flush
 
-    def send(self, updates: dict[tuple[int, int, int, Any], int]) -> bool:
-        """Broadcast the non-zero ``updates``; return whether anything was sent."""
+    def send(
+        self,
+        updates: dict[tuple[int, int, int, Any], int],
+        into: dict[tuple[int, int, int, Any], int],
+    ) -> bool:
+        """Broadcast the non-zero ``updates`` and add them to ``into``; return whether any were.
+
+        ``into`` is this worker's own receiving end: the batch is applied to
+        it now, as a received batch is by :meth:`recv`.
+        """
         batch = [(key, diff) for key, diff in updates.items() if diff]
         if not batch:
             return False
         message = (self.source, self._counter, batch)
-        if self._log is not None:
-            self._log(True, self.source, self._counter, batch)
-        for push in self._pushers:
+        log = self._log
+        if log is not None:
+            log(True, self.source, self._counter, batch)
+        for push in self._others:
             push(message)
+        if self._flush is not None:
+            self._flush()
+        if log is not None:
+            log(False, self.source, self._counter, batch)
         self._counter += 1
+        get = into.get
+        for key, diff in batch:
+            into[key] = get(key, 0) + diff
         return True
 
     def deliver_to_self(

@@ -427,22 +427,22 @@ class Subgraph(Operate):
 
         if self._local:
             if self.peers == 1:
-                # Broadcasting to every worker means delivering to this one: apply
-                # the batch now rather than through the mailbox in the next step.
+                # Broadcasting to every worker means delivering to this one.
                 self.progcaster.deliver_to_self(self._local, self._final)
                 self._local = {}
-                self._propagate_pointstamps()
-                if self._pending:
-                    self._mark_self()
-            elif self.demand and not self._demanded():
-                pass  # keep accumulating: nothing in the batch can advance a frontier yet
             else:
-                # The batch goes to every worker, this one included: receive it next step.
-                if self.progcaster.send(self._local):
-                    self._mark_self()
-                self._local = {}
+                if self.demand and self._final:
+                    # What nested scopes reported may be what makes the batch demanded.
+                    self._propagate_pointstamps()
+                if not self.demand or self._demanded():
+                    # The batch goes to every other worker, and this one applies it
+                    # now rather than receiving it through its own mailbox next step.
+                    self.progcaster.send(self._local, self._final)
+                    self._local = {}
+                # else keep accumulating: nothing in the batch can advance a frontier yet
         if self._final:
-            self._mark_self()
+            # Children this activates have the scope scheduled again (activate_child).
+            self._propagate_pointstamps()
         # Children activated by the last propagation (say, by their inputs'
         # frontiers becoming empty) must still run before the scope is done.
         return (

@@ -148,6 +148,10 @@ class _RecordingWorker:
             self.exchanges.append((reader, reader.inputs))
         return self._worker.allocate(channel, reader)
 
+    def flush_sends(self) -> None:
+        """Have the worker send what it buffered."""
+        self._worker.flush_sends()
+
     def activator_for(self, address: tuple[int, ...]) -> Callable[[], None]:
         """The worker's activator (there is none for a dataflow it never installed)."""
         return self._worker.activator_for(address)
