@@ -49,7 +49,11 @@ median``.  A cluster run's time is the median of its ``reps`` timed epochs
    the examples' ``while probe.less_than(t): worker.step()``.  Against a
    ``zmq`` REQ/REP pair of processes (blocking ``send``/``recv``), plain
    TCP and with CURVE (timelypy's sockets use CURVE).  Ratio = round-trip
-   time / raw REQ/REP round-trip time.  Goal: <= 2x.
+   time / raw REQ/REP round-trip time.  Goal: <= 2x.  The *floor* row is
+   REQ/REP + CURVE where each side also runs one epoch of a one-worker
+   timelypy dataflow per trip (``zmq_reqrep.py epoch=1``): what the round
+   trip would cost if crossing processes added nothing to timelypy's own
+   per-epoch work, which both workers must do, one after the other.
 
 ``--profile DIR`` then runs the timelypy side of 1 and 3 once more under
 ``cProfile`` (only the timed section) and, when ``py-spy`` is installed,
@@ -295,8 +299,13 @@ def _in_process(fn: Callable[[], Any]) -> tuple[float, float, float]:
     return wall, cpu / wall, cpu
 
 
-def reqrep(trips: int, warmup: int, curve: bool, timeout: float) -> tuple[float, float, float]:
-    """Mean seconds per raw ZeroMQ REQ/REP round trip between two processes; busy; CPU."""
+def reqrep(
+    trips: int, warmup: int, curve: bool, timeout: float, epoch: bool = False
+) -> tuple[float, float, float]:
+    """Mean seconds per raw ZeroMQ REQ/REP round trip between two processes; busy; CPU.
+
+    ``epoch``: each side also runs a one-worker timelypy epoch per trip.
+    """
     (port,) = free_ports(1)
     base = [
         sys.executable,
@@ -305,6 +314,7 @@ def reqrep(trips: int, warmup: int, curve: bool, timeout: float) -> tuple[float,
         f"trips={trips}",
         f"warmup={warmup}",
         f"curve={int(curve)}",
+        f"epoch={int(epoch)}",
         f"timeout={timeout}",
     ]
     results = run_processes([[*base, "role=rep"], [*base, "role=req"]], timeout)
@@ -519,7 +529,7 @@ def measure_wordcount(rounds: int, size: dict[str, int], timeout: float) -> list
 
 def measure_epochs(rounds: int, size: dict[str, int], timeout: float) -> list[dict[str, str]]:
     n, warmup = size["epochs"], size["warmup"]
-    stats = {name: Candidate() for name in ("park", "spin", "raw", "raw curve")}
+    stats = {name: Candidate() for name in ("park", "spin", "floor", "raw", "raw curve")}
     for _ in range(rounds):
         for wait in ("park", "spin"):
             results = run_cluster(
@@ -532,11 +542,13 @@ def measure_epochs(rounds: int, size: dict[str, int], timeout: float) -> list[di
             stats[wait].add(max(r["wall"] for r in results) / n, busy, cpu)
         stats["raw"].add(*reqrep(n, warmup, False, timeout))
         stats["raw curve"].add(*reqrep(n, warmup, True, timeout))
+        stats["floor"].add(*reqrep(n, warmup, True, timeout, epoch=True))
     raw = stats["raw"].stats
     rows = []
     for name, label, goal in (
         ("park", "timelypy, step_or_park", "<= 2x"),
         ("spin", "timelypy, spin step()", "<= 2x"),
+        ("floor", "REQ/REP + CURVE + 1-worker epoch each side", ""),
         ("raw curve", "raw zmq REQ/REP + CURVE", ""),
         ("raw", "raw zmq REQ/REP (baseline)", ""),
     ):
@@ -546,13 +558,16 @@ def measure_epochs(rounds: int, size: dict[str, int], timeout: float) -> list[di
                 "measurement": "epochs",
                 "candidate": label,
                 "median": fmt_seconds(s.median) + " / rt",
-                "rate": fmt_rate(1 / s.median, "epochs" if name in ("park", "spin") else "rt"),
+                "rate": fmt_rate(1 / s.median, "rt" if name.startswith("raw") else "epochs"),
                 "ratio": fmt_ratio(s.median / raw.median),
                 "goal": goal,
                 "spread": f"{s.spread:.2f}",
                 "busy": f"{statistics.median(stats[name].busy):.2f}",
                 "cpu ratio": fmt_ratio(stats[name].cpu / raw.median),
-                "note": "ratio: round trip / raw" if name == "park" else "",
+                "note": {
+                    "park": "ratio: round trip / raw",
+                    "floor": "the least a 2-process epoch costs here",
+                }.get(name, ""),
             }
         )
     return rows

@@ -1,7 +1,9 @@
 """The raw ZeroMQ round trip: a REQ/REP pair of processes on 127.0.0.1.
 
     python benchmarks/cluster_scripts/zmq_reqrep.py role=rep port=P [trips=N] [warmup=W] [curve=0]
+                                                    [epoch=0]
     python benchmarks/cluster_scripts/zmq_reqrep.py role=req port=P [trips=N] [warmup=W] [curve=0]
+                                                    [epoch=0]
 
 The ``rep`` process binds ``tcp://127.0.0.1:P`` and echoes ``warmup +
 trips`` messages (then prints ``RESULT {"role": "rep", ...}``); the
@@ -13,12 +15,21 @@ from Python.  With ``curve=1`` both sockets use CURVE encryption and
 authentication, as timelypy's cluster sockets do (keys made here, for the
 comparison only).
 
+With ``epoch=1`` each process also runs, per trip, one epoch of a
+one-worker timelypy dataflow of its own (``input -> map -> inspect_batch ->
+probe``: send a record, advance the input, step until the probe passes),
+the requester before it sends and the replier between receiving and
+replying.  That is what a two-process epoch round trip costs at the least
+if crossing processes added no work to timelypy's: the raw round trip plus
+each side's one-worker epoch, on the critical path, on this machine.
+
 Not a timelypy program: it takes no Timely options.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import zmq
@@ -27,7 +38,15 @@ from zmq.utils import z85
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Timer, emit
 
-DEFAULTS = {"role": "", "port": 0, "trips": 5000, "warmup": 500, "curve": 0, "timeout": 60.0}
+DEFAULTS = {
+    "role": "",
+    "port": 0,
+    "trips": 5000,
+    "warmup": 500,
+    "curve": 0,
+    "epoch": 0,
+    "timeout": 60.0,
+}
 
 
 def _params(argv: list[str]) -> dict:
@@ -40,6 +59,67 @@ def _params(argv: list[str]) -> dict:
     if params["role"] not in ("req", "rep") or not params["port"]:
         raise SystemExit("need role=req|rep and port=P")
     return params
+
+
+def _trips(p: dict, sock: zmq.Socket[bytes], epoch: Callable[[], None]) -> None:
+    """Echo (``rep``) or time (``req``) the round trips, with ``epoch()`` on each side's path."""
+    total = p["warmup"] + p["trips"]
+    send, recv = sock.send, sock.recv
+    if p["role"] == "rep":
+        for _ in range(total):
+            message = recv()
+            epoch()
+            send(message)
+        emit({"role": "rep", "echoed": total, "checked": True})
+        return
+    message = b"12345678"
+    for _ in range(p["warmup"]):
+        epoch()
+        send(message)
+        recv()
+    with Timer() as timer:
+        for _ in range(p["trips"]):
+            epoch()
+            send(message)
+            if recv() != message:
+                raise AssertionError("the echo differs from the message sent")
+    emit(
+        {
+            "role": "req",
+            **timer.as_dict(),
+            "trips": p["trips"],
+            "curve": p["curve"],
+            "epoch": p["epoch"],
+            "checked": True,
+        }
+    )
+
+
+def _with_local_epochs(p: dict, sock: zmq.Socket[bytes]) -> None:
+    """Run the trips with one epoch of a one-worker dataflow per trip on each side."""
+    import timelypy
+
+    def program(worker: timelypy.Worker) -> None:
+        handle, probe = timelypy.InputHandle(), timelypy.ProbeHandle()
+        out: list[int] = []
+        worker.dataflow(
+            lambda scope: scope.input_from(handle)
+            .map(lambda x: x + 1)
+            .inspect_batch(lambda _t, data: out.extend(data))
+            .probe_with(probe)
+        )
+
+        def epoch() -> None:
+            handle.send(handle.time)
+            handle.advance_to(handle.time + 1)
+            while probe.less_than(handle.time):
+                worker.step()
+
+        _trips(p, sock, epoch)
+        if len(out) != p["warmup"] + p["trips"]:
+            raise AssertionError(f"the local dataflow saw {len(out)} records")
+
+    timelypy.execute(timelypy.Config.thread(), program)  # in this thread: Timer's CPU is ours
 
 
 def main() -> None:
@@ -59,33 +139,14 @@ def main() -> None:
             else:
                 sock.curve_serverkey = public
         endpoint = f"tcp://127.0.0.1:{p['port']}"
-        total = p["warmup"] + p["trips"]
         if p["role"] == "rep":
             sock.bind(endpoint)
-            for _ in range(total):
-                sock.send(sock.recv())
-            emit({"role": "rep", "echoed": total, "checked": True})
-            return
-        sock.connect(endpoint)
-        message = b"12345678"
-        send, recv = sock.send, sock.recv
-        for _ in range(p["warmup"]):
-            send(message)
-            recv()
-        with Timer() as timer:
-            for _ in range(p["trips"]):
-                send(message)
-                if recv() != message:
-                    raise AssertionError("the echo differs from the message sent")
-        emit(
-            {
-                "role": "req",
-                **timer.as_dict(),
-                "trips": p["trips"],
-                "curve": p["curve"],
-                "checked": True,
-            }
-        )
+        else:
+            sock.connect(endpoint)
+        if p["epoch"]:
+            _with_local_epochs(p, sock)
+        else:
+            _trips(p, sock, lambda: None)
     finally:
         context.destroy(linger=0)
 
