@@ -21,6 +21,9 @@ Workloads (full size; ``--quick`` is 10x smaller with 3 repeats), one worker:
   probe.less_than(handle.time): worker.step()``; throughput counts epochs.
   bytewax's analogue is ``bytewax_peer.epoch_round_trip`` (see its
   docstring): a one-record batch per epoch with ``epoch_interval=0``.
+  ``python floor`` (``benchmarks/peers/progress_floor.py``) does only the
+  progress bookkeeping this loop needs, written out for this one graph with
+  no engine: what the round trip costs in Python at the least.
 
 Candidates per workload: ``plain`` (``benchmarks/peers/plain.py``, the limit),
 ``timelypy`` (``to_stream``'s own batches of ``CHUNK`` records), ``timelypy
@@ -76,7 +79,7 @@ from benchmarks._harness import (
     measure_interleaved,
     print_table,
 )
-from benchmarks.peers import bytewax_peer, plain
+from benchmarks.peers import bytewax_peer, plain, progress_floor
 from benchmarks.peers.plain import is_even, triple
 from timelypy.dataflow.operators.to_stream import CHUNK
 
@@ -225,6 +228,7 @@ def build_workloads(
         rt: dict[str, Callable[[], Any]] = {
             "plain": lambda: plain.epoch_round_trip(epochs),
             "timelypy": lambda: timelypy_side.epoch_round_trip(epochs),
+            "python floor": lambda: progress_floor.epoch_round_trip(epochs),
         }
         if bytewax:
             rt["bytewax"] = lambda: bytewax_peer.epoch_round_trip(epochs)

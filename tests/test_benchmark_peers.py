@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks import _data, flow_bench
 from benchmarks._harness import format_table, measure, measure_interleaved
-from benchmarks.peers import bytewax_peer, plain
+from benchmarks.peers import bytewax_peer, plain, progress_floor
 from benchmarks.peers.plain import is_even, triple
 
 
@@ -91,6 +91,7 @@ def test_plain_peers():
     assert plain.map_filter(range(10), triple, is_even) == [0, 6, 12, 18, 24]
     assert plain.wordcount(["a b", " b  c b "]) == {"a": 1, "b": 3, "c": 1}
     assert plain.epoch_round_trip(4) == [1, 2, 3, 4]
+    assert progress_floor.epoch_round_trip(1_000, lambda x: -x) == [-x for x in range(1_000)]
 
 
 @pytest.mark.parametrize("batch_size", [1, 7, 1_000])
