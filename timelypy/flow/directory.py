@@ -34,9 +34,9 @@ from timelypy.errors import FlowError
 from timelypy.flow.inputs import (
     AdvanceTo,
     EmitBatch,
+    EpochClock,
     InputItem,
     PartitionedInputConfig,
-    clock_epoch,
     clock_settings,
 )
 from timelypy.hashing import stable_hash
@@ -137,14 +137,11 @@ class _DirectoryReader:
 
     def _generate(self, resume_epoch: int) -> Iterator[InputItem]:
         config = self.config
-        clock = clock_epoch(config.epoch_length, resume_epoch)
-        epoch = resume_epoch
-        yield AdvanceTo(epoch)
+        clock = EpochClock(config.epoch_length, resume_epoch)
+        yield AdvanceTo(clock.epoch)
         while True:
-            now_epoch = clock()
-            if now_epoch > epoch:
-                epoch = now_epoch
-                yield AdvanceTo(epoch)
+            if clock.advanced():
+                yield AdvanceTo(clock.epoch)
             try:
                 names = os.listdir(config.path)
             except OSError as exc:
@@ -169,4 +166,4 @@ class _DirectoryReader:
                 return  # the stop file, and every file listed with it read
             if not new:
                 time.sleep(config.poll)
-                yield AdvanceTo(epoch)  # nothing new: back to the worker for a while
+                yield AdvanceTo(clock.epoch)  # nothing new: back to the worker for a while

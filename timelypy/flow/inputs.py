@@ -242,18 +242,29 @@ def clock_settings(
     return float(seconds), float(poll)
 
 
-def clock_epoch(epoch_length: float, first: int = 0) -> Callable[[], int]:
-    """A function giving the current epoch by the clock: ``first`` plus whole ``epoch_length`` s.
+class EpochClock:
+    """The current epoch by the clock: ``first`` plus whole ``epoch_length`` seconds since made.
 
-    Its clock starts now (``time.monotonic``), so epoch ``first`` lasts
-    ``epoch_length`` seconds from this call, the next as long again, and so on.
+    Its clock starts when it is made (``time.monotonic``), so epoch ``first``
+    lasts ``epoch_length`` seconds from then, the next as long again, and so on.
     """
-    started = time.monotonic()
 
-    def now() -> int:
-        return first + int((time.monotonic() - started) / epoch_length)
+    __slots__ = ("_first", "_length", "_started", "epoch")
 
-    return now
+    def __init__(self, epoch_length: float, first: int = 0) -> None:
+        self._first = first
+        self._length = epoch_length
+        self._started = time.monotonic()
+        #: The epoch as of the last :meth:`advanced`.
+        self.epoch = first
+
+    def advanced(self) -> bool:
+        """Move :attr:`epoch` to the clock's current epoch; return whether it moved."""
+        now = self._first + int((time.monotonic() - self._started) / self._length)
+        if now > self.epoch:
+            self.epoch = now
+            return True
+        return False
 
 
 def _seconds(value: float | datetime.timedelta | datetime.datetime) -> float:

@@ -37,9 +37,9 @@ from timelypy.errors import FlowError
 from timelypy.flow.inputs import (
     AdvanceTo,
     EmitBatch,
+    EpochClock,
     InputItem,
     PartitionedInputConfig,
-    clock_epoch,
     clock_settings,
 )
 
@@ -163,9 +163,8 @@ def _read_socket(config: SocketInput, address: str, resume_epoch: int) -> Iterat
     the worker keeps stepping (and can be cancelled) whatever the server
     does.
     """
-    clock = clock_epoch(config.epoch_length, resume_epoch)
-    epoch = resume_epoch
-    yield AdvanceTo(epoch)
+    clock = EpochClock(config.epoch_length, resume_epoch)
+    yield AdvanceTo(clock.epoch)
     connection = None
     try:
         deadline = time.monotonic() + config.connect_timeout
@@ -180,20 +179,18 @@ def _read_socket(config: SocketInput, address: str, resume_epoch: int) -> Iterat
                         f"{config.connect_timeout:g} s ({exc}); is its server listening?"
                     ) from exc
                 time.sleep(config.poll)  # refused at once: do not spin
-                epoch = max(epoch, clock())
-                yield AdvanceTo(epoch)
+                clock.advanced()
+                yield AdvanceTo(clock.epoch)
         connection.settimeout(config.poll)
         decoder = codecs.getincrementaldecoder(config.encoding)()
         pending: list[str] = []  # the line being received, in pieces (joined once, at its end)
         while True:
-            now_epoch = clock()
-            if now_epoch > epoch:
-                epoch = now_epoch
-                yield AdvanceTo(epoch)
+            if clock.advanced():
+                yield AdvanceTo(clock.epoch)
             try:
                 data = connection.recv(RECV_BYTES)
             except TimeoutError:
-                yield AdvanceTo(epoch)  # nothing yet: back to the worker for a while
+                yield AdvanceTo(clock.epoch)  # nothing yet: back to the worker for a while
                 continue
             except OSError as exc:
                 raise FlowError(f"SocketInput: reading from {address} failed: {exc}") from exc
@@ -211,7 +208,7 @@ def _read_socket(config: SocketInput, address: str, resume_epoch: int) -> Iterat
                 return
             if "\n" not in text:
                 pending.append(text)
-                yield AdvanceTo(epoch)  # part of a line: back to the worker meanwhile
+                yield AdvanceTo(clock.epoch)  # part of a line: back to the worker meanwhile
                 continue
             lines = text.split("\n")
             if pending:
