@@ -65,6 +65,11 @@ class Progcaster:
         self._log = log
         self._flush = flush
 
+    @property
+    def logging(self) -> bool:
+        """Whether a ``"progress"`` logger records the batches this progcaster sends."""
+        return self._log is not None
+
     def send(
         self,
         updates: dict[tuple[int, int, int, Any], int],

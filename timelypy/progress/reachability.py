@@ -94,6 +94,14 @@ def _apply(summary: Any, time: Any) -> Any | None:
     return summary.results_in(time)
 
 
+def _fused_pointstamp(kind: int, node: int, port: int) -> TimelyError:
+    return TimelyError(
+        f"a pointstamp at {'input' if kind == 0 else 'output'} {port} of node "
+        f"{node}, whose frontier is shared with the location before it (operator "
+        "fusion): a fused operator must never hold a capability"
+    )
+
+
 def _as_antichain(value: Any, where: str) -> Antichain[Any]:
     if isinstance(value, Antichain):
         return value
@@ -815,34 +823,46 @@ class Tracker:
         heappush = heapq.heappush
 
         dag_index = (self._dag_target, self._dag_source)
-        for kind, node, port, changes in self._pointstamp_changes():
+        moved = self._pointstamp_changes()
+        if not moved:
+            return
+        first: list[tuple[Any, int]] | None = None
+        if len(moved) == 1:
+            # One location moved (a lone capability's downgrade, the common small
+            # step): start there without the heap; its changes are consolidated.
+            kind, node, port, first = moved[0]
             location = dag_index[kind][node][port]
             if location < 0:
-                raise TimelyError(
-                    f"a pointstamp at {'input' if kind == 0 else 'output'} {port} of node "
-                    f"{node}, whose frontier is shared with the location before it (operator "
-                    "fusion): a fused operator must never hold a capability"
-                )
-            waiting = pending.get(location)
-            if waiting is None:
-                waiting = pending[location] = {}
-                heappush(heap, location)
-            for time, diff in changes:
-                waiting[time] = waiting.get(time, 0) + diff
+                raise _fused_pointstamp(kind, node, port)
+        else:
+            for kind, node, port, changes in moved:
+                location = dag_index[kind][node][port]
+                if location < 0:
+                    raise _fused_pointstamp(kind, node, port)
+                waiting = pending.get(location)
+                if waiting is None:
+                    waiting = pending[location] = {}
+                    heappush(heap, location)
+                for time, diff in changes:
+                    waiting[time] = waiting.get(time, 0) + diff
 
-        if not heap:
-            return
         heappop = heapq.heappop
         pushed = self._pushed
         emptied = self._emptied
         dag = self._dag
         u64_max = U64_MAX
-        while heap:
-            location = heappop(heap)
-            waiting = pending.pop(location, None)
-            if waiting is None:
-                continue  # reached along a chain already
-            updates: list[tuple[Any, int]] = list(waiting.items())
+        while True:
+            if first is not None:
+                updates: list[tuple[Any, int]] = first
+                first = None
+            elif heap:
+                location = heappop(heap)
+                waiting = pending.pop(location, None)
+                if waiting is None:
+                    continue  # reached along a chain already
+                updates = list(waiting.items())
+            else:
+                break
             while True:
                 kind, node, port, implications, nexts, chain, report, nodes = dag[location]
                 if len(updates) == 1:

@@ -148,6 +148,7 @@ class Subgraph(Operate):
         #: edge during the running activation; extracted when it ends.
         self.fused_dirty: list[int] = []
         self._final: dict[tuple[int, int, int, Any], int] = {}
+        self._direct = False
         self._child_edges: list[list[list[tuple[int, int]]]] = []
         self._output_capabilities: list[MutableAntichain[Any]] = []
         self._shut_down: list[bool] = []
@@ -245,6 +246,10 @@ class Subgraph(Operate):
             ) from err
         self.tracker = tracker
         self.progcaster = progcaster
+        #: One worker's root scope with nobody logging progress: its batch "sent to
+        #: every worker" would only come straight back, so children's counts go
+        #: directly into the tracker's buffered changes (:meth:`_extract_direct`).
+        self._direct = self.refinement is None and self.peers == 1 and not progcaster.logging
 
         if self.refinement is not None:
             summarize = self.refinement.summarize
@@ -413,7 +418,10 @@ class Subgraph(Operate):
                 children = self.children
                 for index in sorted(reported):
                     child = children[index]
-                    self._extract(child, index, self._local if child.local else self._final)  # type: ignore[arg-type,union-attr]
+                    if self._direct:
+                        self._extract_direct(child, index)  # type: ignore[arg-type]
+                    else:
+                        self._extract(child, index, self._local if child.local else self._final)  # type: ignore[arg-type,union-attr]
             while heap:
                 index = heapq.heappop(heap)
                 if index > previous:
@@ -440,7 +448,7 @@ class Subgraph(Operate):
                     self.progcaster.send(self._local, self._final)
                     self._local = {}
                 # else keep accumulating: nothing in the batch can advance a frontier yet
-        if self._final:
+        if self._final or self._direct:
             # Children this activates have the scope scheduled again (activate_child).
             self._propagate_pointstamps()
         # Children activated by the last propagation (say, by their inputs'
@@ -483,9 +491,17 @@ class Subgraph(Operate):
                     child.shut_down()
                     if logger is not None:
                         logger.log(ShutdownEvent((*self.path, index)))
+        dirty = self.fused_dirty
+        if self._direct:
+            self._extract_direct(child, index)
+            if dirty:
+                children = self.children
+                for member in dirty:
+                    self._extract_direct(children[member], member)  # type: ignore[arg-type]
+                dirty.clear()
+            return
         into = self._local if child.local else self._final
         self._extract(child, index, into)
-        dirty = self.fused_dirty
         if dirty:
             # Fused operators that ran inside this activation (timelypy.dataflow.fusion).
             children = self.children
@@ -568,6 +584,74 @@ class Subgraph(Operate):
                     if tnode:
                         self.activate_child(tnode)
 
+    def _extract_direct(self, child: Operate, index: int) -> None:
+        """:meth:`_extract` for a direct scope: the counts go into the tracker's buffers.
+
+        The same changes :meth:`_extract` puts in the batch, which a lone
+        worker would deliver to itself and apply before propagating; here
+        they skip the batch.  Node 0 never appears: a root scope has no
+        inputs or outputs.
+        """
+        tracker: Tracker = self.tracker  # type: ignore[assignment]
+        stats = self.stats[index]
+        targets = tracker._target_changes
+        for port, counts in enumerate(child.consumeds):
+            if counts:
+                key = (index, port)
+                buffered = targets.get(key)
+                if buffered is None:
+                    targets[key] = {time: -n for time, n in counts.items()}
+                    total = sum(counts.values())
+                else:
+                    total = 0
+                    for time, n in counts.items():
+                        left = buffered.get(time, 0) - n
+                        if left:
+                            buffered[time] = left
+                        else:
+                            # Produced and consumed in one pass: nothing for the tracker.
+                            del buffered[time]
+                        total += n
+                    if not buffered:
+                        del targets[key]
+                stats[1] += total
+                counts.clear()
+        for port, counts in enumerate(child.internals):
+            if counts:
+                key = (index, port)
+                sources = tracker._source_changes
+                buffered = sources.get(key)
+                if buffered is None:
+                    buffered = sources[key] = {}
+                get = buffered.get
+                held = self.held[index][port]
+                for time, n in counts.items():
+                    buffered[time] = get(time, 0) + n
+                    total = held.get(time, 0) + n  # this worker's own share, kept
+                    if total:
+                        held[time] = total
+                    else:
+                        held.pop(time, None)  # n may be 0: a change undone within the step
+                counts.clear()
+        edges = self._child_edges[index]
+        for port, counts in enumerate(child.produceds):
+            if counts:
+                edge_targets = edges[port]
+                total = 0
+                for time, n in counts.items():
+                    total += n
+                    for key in edge_targets:
+                        buffered = targets.get(key)
+                        if buffered is None:
+                            targets[key] = {time: n}
+                        else:
+                            buffered[time] = buffered.get(time, 0) + n
+                stats[2] += total
+                counts.clear()
+                # Readers of what was produced run later in this pass (or next step).
+                for tnode, _ in edge_targets:
+                    self.activate_child(tnode)
+
     def _accept_frontier(self) -> None:
         to_inner = self.refinement.to_inner  # type: ignore[union-attr]
         update = self.tracker._update_source  # type: ignore[union-attr]
@@ -624,10 +708,13 @@ class Subgraph(Operate):
         if self._share_later:
             self._join_frontiers()
 
-        pushed = tracker._drain_pushed()
+        pushed = tracker._pushed
         if pushed:
+            tracker._pushed = {}
             children = self.children
-            for (node, _, port, time), diff in pushed:
+            for (node, _, port, time), diff in pushed.items():
+                if not diff:
+                    continue
                 # Only the inputs of children that watch their frontiers are reported.
                 child: Operate = children[node]  # type: ignore[assignment]
                 interest = child.notify[port]
@@ -638,8 +725,8 @@ class Subgraph(Operate):
                 sinks = child.frontier_changes
                 if sinks is not None:
                     sinks[port].append((time, diff))
-        emptied = tracker.drain_emptied()
-        if emptied:
+        if tracker._emptied:
+            emptied = tracker.drain_emptied()
             # A child whose inputs closed and which holds nothing runs once more, to shut down.
             for node in set(emptied):
                 if node:
