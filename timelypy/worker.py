@@ -56,6 +56,11 @@ class Worker:
 
     def __init__(self, allocator: Allocator, config: Config | None = None) -> None:
         self._allocator = allocator
+        # Allocators whose receive/release do nothing (worker threads of one process)
+        # are not called for them in every step.
+        kind = type(allocator)
+        self._receive = allocator.receive if kind.receive is not Allocator.receive else None
+        self._release = allocator.release if kind.release is not Allocator.release else None
         self.config = config if config is not None else Config()
         self._index = allocator.index
         self._peers = allocator.peers
@@ -212,7 +217,9 @@ class Worker:
         """Do one round of work, first waiting up to ``timeout`` s if there is none."""
         allocator = self._allocator
         allocator.check()
-        allocator.receive()
+        receive = self._receive
+        if receive is not None:
+            receive()
         self._deliver(allocator.take_events())
         if self._timers:
             wait = self._fire_timers()
@@ -226,7 +233,8 @@ class Worker:
             if logger is not None:
                 logger.log(ParkEvent(False))
             allocator.check()
-            allocator.receive()
+            if receive is not None:
+                receive()
             self._deliver(allocator.take_events())
             if self._timers:
                 self._fire_timers()
@@ -245,9 +253,11 @@ class Worker:
                     del dataflows[identifier]
                     self._completed(identifier, subgraph)
                     self._log_shutdown(subgraph.path)
-        allocator.release()
-        if self._registry:
-            self._registry.flush()
+        if self._release is not None:
+            self._release()
+        registry = self._registry
+        if registry._loggers:
+            registry.flush()
         return bool(self._dataflows)
 
     def _deliver(self, events: list[int]) -> None:

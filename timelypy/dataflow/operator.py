@@ -186,7 +186,10 @@ class LeafOperator(Operate):
                 for output in buffered:
                     output.flush()
                 buffered.clear()
-            self._end_borrow(borrowed)
+            if borrowed:
+                self._end_borrow(borrowed)
+            else:
+                self.borrowed = None
             self.activation += 1
         for queue in self._queues:
             if queue:

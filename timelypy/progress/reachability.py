@@ -64,7 +64,7 @@ from timelypy.order import (
     is_identity_summary,
 )
 from timelypy.progress.change_batch import ChangeBatch
-from timelypy.progress.frontier import Antichain, MutableAntichain
+from timelypy.progress.frontier import _INT_LE, Antichain, MutableAntichain
 from timelypy.progress.location import Location, Port, PortKind, Source, Target
 
 __all__ = [
@@ -800,7 +800,11 @@ class Tracker:
             for (node, port), updates in buffered.items():
                 operator = per_operator[node]
                 ports = operator.targets if kind == 0 else operator.sources
-                changes = ports[port].pointstamps.update_iter(updates.items())
+                pointstamps = ports[port].pointstamps
+                if pointstamps._le is _INT_LE:
+                    changes = pointstamps._update_iter_int(updates.items())
+                else:
+                    changes = pointstamps.update_iter(updates.items())
                 if not changes:
                     continue
                 summaries = summaries_of[node][port]
@@ -869,7 +873,11 @@ class Tracker:
                     time, diff = updates[0]
                     changes = implications.update(time, diff) if diff else []
                 else:
-                    changes = implications.update_iter(updates)
+                    changes = (
+                        implications._update_iter_int(updates)
+                        if implications._le is _INT_LE
+                        else implications.update_iter(updates)
+                    )
                 if not changes:
                     break
                 for reported in report:

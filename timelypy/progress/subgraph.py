@@ -34,6 +34,7 @@ exchanged; ordinary operators' reports are exchanged (``local``).
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Callable
 from time import perf_counter
@@ -174,18 +175,14 @@ class Subgraph(Operate):
         child.index = index
         self.children[index] = child
 
-        def activate(index: int = index) -> None:
-            self.activate_child(index)
+        activate = functools.partial(self.activate_child, index)
 
         if isinstance(child, Subgraph):
             child.activate_self = activate
         else:
             child.activate = activate
 
-            def report(index: int = index) -> None:
-                self.note_changes(index)
-
-            child.report_changes = report
+            child.report_changes = functools.partial(self.note_changes, index)
 
     def connect(self, source: tuple[int, int], target: tuple[int, int]) -> None:
         """Record an edge from ``(node, output)`` to ``(node, input)``."""
@@ -378,16 +375,13 @@ class Subgraph(Operate):
     def note_changes(self, index: int) -> None:
         """Take child ``index``'s progress counts in the next pass, without running it."""
         self._reported.add(index)
-        self._mark_self()
+        if not self._marked:
+            self._marked = True
+            self.activate_self()
 
     def _force_mark(self) -> None:
         self._marked = True
         self.activate_self()
-
-    def _mark_self(self) -> None:
-        if not self._marked:
-            self._marked = True
-            self.activate_self()
 
     # -- scheduling -------------------------------------------------------------
 

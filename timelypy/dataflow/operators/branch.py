@@ -88,9 +88,9 @@ def branch(
                     else:
                         reject(record)
                 if rejected:
-                    false_out.session(cap).give_batch(rejected)
+                    false_out.give_batch(cap, rejected)
                 if accepted:
-                    true_out.session(cap).give_batch(accepted)
+                    true_out.give_batch(cap, accepted)
 
         return logic
 

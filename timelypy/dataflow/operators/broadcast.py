@@ -66,8 +66,8 @@ def broadcast(stream: Stream[T]) -> Stream[T]:
         def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
             for cap, data in inp:
                 if data:
-                    out.session(cap).give_batch(
-                        [(i, data if i == me else list(data)) for i in range(peers)]
+                    out.give_batch(
+                        cap, [(i, data if i == me else list(data)) for i in range(peers)]
                     )
 
         return logic
@@ -81,7 +81,7 @@ def broadcast(stream: Stream[T]) -> Stream[T]:
                     records = []
                     for _, batch in pairs:
                         records.extend(batch)
-                out.session(cap).give_batch(records)
+                out.give_batch(cap, records)
 
         return logic
 

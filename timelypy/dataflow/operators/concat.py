@@ -42,7 +42,7 @@ def concatenate(scope: Scope, streams: Sequence[Stream[T]]) -> Stream[T]:
         def logic(frontiers: list[Frontier]) -> None:
             for inp in inputs:
                 for cap, data in inp:
-                    out.session(cap).give_batch(data)
+                    out.give_batch(cap, data)
 
         return logic
 

@@ -40,7 +40,7 @@ def exchange(stream: Stream[T], key: Callable[[T], int]) -> Stream[T]:
     def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, T]:
         def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
             for cap, data in inp:
-                out.session(cap).give_batch(data)
+                out.give_batch(cap, data)
 
         return logic
 

@@ -34,7 +34,7 @@ def filter(stream: Stream[T], predicate: Callable[[T], bool]) -> Stream[T]:
             for cap, data in inp:
                 kept = [x for x in data if predicate(x)]
                 if kept:
-                    out.session(cap).give_batch(kept)
+                    out.give_batch(cap, kept)
 
         return logic
 

@@ -41,7 +41,7 @@ def inspect_batch(stream: Stream[T], func: Callable[[Any, list[T]], Any]) -> Str
         def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
             for cap, data in inp:
                 func(cap.time, data)
-                out.session(cap).give_batch(data)
+                out.give_batch(cap, data)
 
         return logic
 
@@ -61,7 +61,7 @@ def inspect(stream: Stream[T], func: Callable[[T], Any]) -> Stream[T]:
             for cap, data in inp:
                 for x in data:
                     func(x)
-                out.session(cap).give_batch(data)
+                out.give_batch(cap, data)
 
         return logic
 
@@ -83,7 +83,7 @@ def inspect_time(stream: Stream[T], func: Callable[[Any, T], Any]) -> Stream[T]:
                 time = cap.time
                 for x in data:
                     func(time, x)
-                out.session(cap).give_batch(data)
+                out.give_batch(cap, data)
 
         return logic
 
@@ -106,7 +106,7 @@ def inspect_frontier(
 
         def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
             for cap, data in inp:
-                out.session(cap).give_batch(data)
+                out.give_batch(cap, data)
             frontier = inp.frontier.frontier()
             if frontier != last[0]:
                 last[0] = frontier

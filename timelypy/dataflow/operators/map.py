@@ -36,7 +36,7 @@ def map(stream: Stream[T], func: Callable[[T], U]) -> Stream[U]:
     def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, U]:
         def logic(inp: OperatorInput[T], out: OperatorOutput[U]) -> None:
             for cap, data in inp:
-                out.session(cap).give_batch([func(x) for x in data])
+                out.give_batch(cap, [func(x) for x in data])
 
         return logic
 
@@ -53,7 +53,7 @@ def flat_map(stream: Stream[T], func: Callable[[T], Iterable[U]]) -> Stream[U]:
     def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, U]:
         def logic(inp: OperatorInput[T], out: OperatorOutput[U]) -> None:
             for cap, data in inp:
-                out.session(cap).give_batch([y for x in data for y in func(x)])
+                out.give_batch(cap, [y for x in data for y in func(x)])
 
         return logic
 
@@ -71,7 +71,7 @@ def map_in_place(stream: Stream[T], func: Callable[[T], T]) -> Stream[T]:
         def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
             for cap, data in inp:
                 data[:] = [func(x) for x in data]
-                out.session(cap).give_batch(data)
+                out.give_batch(cap, data)
 
         return logic
 

@@ -112,9 +112,9 @@ def ok_err(
                     else:
                         _not_a_result(info, f"the function returned {result!r} for record", record)
                 if oks:
-                    ok_out.session(cap).give_batch(oks)
+                    ok_out.give_batch(cap, oks)
                 if errs:
-                    err_out.session(cap).give_batch(errs)
+                    err_out.give_batch(cap, errs)
 
         return logic
 
@@ -132,7 +132,7 @@ def _result_map(
             for cap, data in inp:
                 result = transform(data, info)
                 if result:
-                    out.session(cap).give_batch(result)
+                    out.give_batch(cap, result)
 
         return logic
 

@@ -97,7 +97,7 @@ def partition(
                     raise out_of_range(part, record) from None
                 for output, bucket in zip(outputs, buckets, strict=True):
                     if bucket:
-                        output.session(cap).give_batch(bucket)
+                        output.give_batch(cap, bucket)
 
         return logic
 

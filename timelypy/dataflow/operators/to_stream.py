@@ -61,7 +61,7 @@ def to_stream(iterable: Iterable[T], scope: Scope) -> Stream[T]:
                 return
             chunk = take()
             if chunk:
-                output.session(cap).give_batch(chunk)
+                output.give_batch(cap, chunk)
             if len(chunk) == CHUNK:
                 activate()
             else:
