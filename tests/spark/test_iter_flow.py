@@ -78,12 +78,19 @@ def test_a_directory_that_keeps_filling_gives_results_as_it_fills(spark, idle, t
 
     from timelypy.flow import DirectoryInput
 
+    arrived = threading.Event()
+
     def write():
         for n in range(6):
             temporary = tmp_path / f".f{n}"
             temporary.write_text(f"file{n} a\nfile{n} b\n")
             temporary.rename(tmp_path / f"f{n}.txt")
             time.sleep(0.5)
+            if n == 2:
+                # The rest waits for a first epoch (starting the Spark stage can take
+                # seconds on a busy machine), but not forever: a flow that only gave
+                # results at the end would get them after the last file, and fail.
+                arrived.wait(60)
         (tmp_path / "_DONE").write_text("")
 
     flow = Dataflow()
@@ -98,6 +105,7 @@ def test_a_directory_that_keeps_filling_gives_results_as_it_fills(spark, idle, t
             if first_at is None:
                 first_at = time.monotonic()
                 assert writer.is_alive(), "the first epoch came only after the last file"
+                arrived.set()
             seen.update(items)
     finally:
         writer.join()
