@@ -26,6 +26,14 @@ of its parent scope.
    step; each child's progress is extracted right after it runs;
 6. **send** this worker's batch to all workers.
 
+A lone worker's root scope is *direct*: its batch would only come back to
+itself, so step 6 is skipped and each child's counts go straight into the
+tracker's buffered changes as they are extracted (a message produced and
+consumed in the same pass cancels there).  The tracker sees the same changes
+at the same point of the pass, so every frontier is the one the batch would
+have given; a ``"timely/progress"`` logger, which records the batches, turns
+this off.
+
 The scope is complete when no child asks to run again and its tracker holds
 nothing.  Children that are nested scopes report progress that every worker
 computes identically, so it is applied locally (``final``) rather than
