@@ -220,7 +220,9 @@ class Worker:
         receive = self._receive
         if receive is not None:
             receive()
-        self._deliver(allocator.take_events())
+        events = allocator.take_events()
+        if events:
+            self._deliver(events)
         if self._timers:
             wait = self._fire_timers()
             if wait is not None and (timeout is None or wait < timeout):
@@ -247,7 +249,7 @@ class Worker:
             self._last_activity = time.monotonic()
             self._active = set()
             dataflows = self._dataflows
-            for identifier in sorted(active):
+            for identifier in active if len(active) == 1 else sorted(active):
                 subgraph = dataflows.get(identifier)
                 if subgraph is not None and not subgraph.schedule():
                     del dataflows[identifier]

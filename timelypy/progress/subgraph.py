@@ -401,9 +401,12 @@ class Subgraph(Operate):
         if self.refinement is not None:
             self._accept_frontier()
             self._harvest_inputs()
-        assert self.progcaster is not None
-        self.progcaster.recv(self._final)
-        self._propagate_pointstamps()
+        if not self._direct:
+            # (A direct scope receives nothing, and each of its passes applies what
+            # it extracted: nothing is waiting here.)
+            assert self.progcaster is not None
+            self.progcaster.recv(self._final)
+            self._propagate_pointstamps()
 
         heap = self._active_heap
         if self._pending:
@@ -436,6 +439,7 @@ class Subgraph(Operate):
             heap.clear()
 
         if self._local:
+            assert self.progcaster is not None
             if self.peers == 1:
                 # Broadcasting to every worker means delivering to this one.
                 self.progcaster.deliver_to_self(self._local, self._final)
@@ -455,11 +459,9 @@ class Subgraph(Operate):
             self._propagate_pointstamps()
         # Children activated by the last propagation (say, by their inputs'
         # frontiers becoming empty) must still run before the scope is done.
-        return (
-            self._incomplete_count > 0
-            or bool(self._pending)
-            or self.tracker.tracking_anything()  # type: ignore[union-attr]
-        )
+        if self._incomplete_count > 0 or self._pending:
+            return True
+        return self.tracker.tracking_anything()  # type: ignore[union-attr]
 
     def _activate_child(self, index: int) -> None:
         child: Operate = self.children[index]  # type: ignore[assignment]
