@@ -8,7 +8,9 @@ test waits on a clock.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from timelypy.dataflow.probe import ProbeHandle
 from timelypy.worker import Worker
 
 
@@ -31,3 +33,18 @@ def run_to_completion(workers: Worker | Sequence[Worker], limit: int = 2000) -> 
         if not any([worker.step() for worker in workers]):
             return
     raise AssertionError(f"incomplete after {limit} rounds: {[w.holders() for w in workers]}")
+
+
+def observed(worker: Worker, probe: ProbeHandle, out: list[Any]) -> tuple[Any, ...]:
+    """What a user can see of ``worker``'s one dataflow now, to compare two runs step by step.
+
+    The probe's frontier, the records collected in ``out`` (sorted), and each
+    operator's name, input frontier and records in and out.
+    """
+    (dataflow,) = worker.metrics(completed=True)["dataflows"]
+    return (
+        probe.frontier(),
+        sorted(out),
+        [(op["name"], op["frontier"], op["records_in"], op["records_out"])
+         for op in dataflow["operators"]],
+    )

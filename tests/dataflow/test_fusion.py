@@ -17,6 +17,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import timelypy
+from tests.stepping import observed
 from timelypy import Config, InputHandle, ProbeHandle
 from timelypy.dataflow.fusion import fused_edges
 
@@ -74,13 +75,7 @@ def _observe(
         log: list[Any] = []
 
         def snapshot() -> None:
-            (dataflow,) = worker.metrics(completed=True)["dataflows"]
-            log.append((
-                probe.frontier(),
-                sorted(out),
-                [(op["name"], op["frontier"], op["records_in"], op["records_out"])
-                 for op in dataflow["operators"]],
-            ))
+            log.append(observed(worker, probe, out))
 
         for epoch, (records, steps) in enumerate(schedule):
             handle.send_batch([r for i, r in enumerate(records) if i % workers == worker.index])

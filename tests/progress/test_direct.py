@@ -18,6 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import timelypy
+from tests.stepping import observed
 from timelypy import Config, InputHandle, ProbeHandle
 from timelypy.progress.subgraph import Subgraph
 
@@ -92,13 +93,7 @@ def _observe(
         log: list[Any] = []
 
         def snapshot() -> None:
-            (dataflow,) = worker.metrics(completed=True)["dataflows"]
-            log.append((
-                probe.frontier(),
-                sorted(out),
-                [(op["name"], op["frontier"], op["records_in"], op["records_out"])
-                 for op in dataflow["operators"]],
-            ))
+            log.append(observed(worker, probe, out))
 
         time = 0
         for records, advance, steps in schedule:

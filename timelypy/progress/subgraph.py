@@ -561,15 +561,10 @@ class Subgraph(Operate):
                 counts.clear()
         for port, counts in enumerate(child.internals):
             if counts:
-                held = self.held[index][port]
                 for time, n in counts.items():
                     key = (index, 1, port, time)
                     into[key] = get(key, 0) + n
-                    total = held.get(time, 0) + n  # this worker's own share, kept
-                    if total:
-                        held[time] = total
-                    else:
-                        held.pop(time, None)  # n may be 0: a change undone within the step
+                _keep_held(self.held[index][port], counts)
                 counts.clear()
         edges = self._child_edges[index]
         for port, counts in enumerate(child.produceds):
@@ -628,14 +623,9 @@ class Subgraph(Operate):
                 if buffered is None:
                     buffered = sources[key] = {}
                 get = buffered.get
-                held = self.held[index][port]
                 for time, n in counts.items():
                     buffered[time] = get(time, 0) + n
-                    total = held.get(time, 0) + n  # this worker's own share, kept
-                    if total:
-                        held[time] = total
-                    else:
-                        held.pop(time, None)  # n may be 0: a change undone within the step
+                _keep_held(self.held[index][port], counts)
                 counts.clear()
         edges = self._child_edges[index]
         for port, counts in enumerate(child.produceds):
@@ -787,6 +777,16 @@ class Subgraph(Operate):
             if isinstance(child, Subgraph):
                 result.extend(child.holders())
         return result
+
+
+def _keep_held(held: dict[Any, int], changes: dict[Any, int]) -> None:
+    """Add a child's capability ``changes`` to this worker's own share of them, ``held``."""
+    for time, n in changes.items():
+        total = held.get(time, 0) + n
+        if total:
+            held[time] = total
+        else:
+            held.pop(time, None)  # n may be 0: a change undone within the step
 
 
 def _all_empty(ports: list[Any]) -> bool:
