@@ -621,26 +621,26 @@ class Subgraph(Operate):
                 sources = tracker._source_changes
                 buffered = sources.get(key)
                 if buffered is None:
-                    buffered = sources[key] = {}
-                get = buffered.get
-                for time, n in counts.items():
-                    buffered[time] = get(time, 0) + n
+                    sources[key] = dict(counts)
+                else:
+                    get = buffered.get
+                    for time, n in counts.items():
+                        buffered[time] = get(time, 0) + n
                 _keep_held(self.held[index][port], counts)
                 counts.clear()
         edges = self._child_edges[index]
         for port, counts in enumerate(child.produceds):
             if counts:
                 edge_targets = edges[port]
-                total = 0
-                for time, n in counts.items():
-                    total += n
-                    for key in edge_targets:
-                        buffered = targets.get(key)
-                        if buffered is None:
-                            targets[key] = {time: n}
-                        else:
-                            buffered[time] = buffered.get(time, 0) + n
-                stats[2] += total
+                stats[2] += sum(counts.values())
+                for key in edge_targets:
+                    buffered = targets.get(key)
+                    if buffered is None:
+                        targets[key] = dict(counts)
+                    else:
+                        get = buffered.get
+                        for time, n in counts.items():
+                            buffered[time] = get(time, 0) + n
                 counts.clear()
                 # Readers of what was produced run later in this pass (or next step).
                 for tnode, _ in edge_targets:
