@@ -257,9 +257,8 @@ class Worker:
                     self._log_shutdown(subgraph.path)
         if self._release is not None:
             self._release()
-        registry = self._registry
-        if registry._loggers:
-            registry.flush()
+        if self._registry:
+            self._registry.flush()
         return bool(self._dataflows)
 
     def _deliver(self, events: list[int]) -> None:

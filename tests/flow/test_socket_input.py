@@ -274,13 +274,24 @@ def test_a_server_that_listens_late_does_not_hold_up_the_others():
 
 def test_errors_name_the_input_step_and_worker():
     server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.1)
+    done = threading.Event()
 
     def reset():
-        connection, _ = server.accept()
-        connection.sendall(b"partial")
-        linger = struct.pack("ii", 1, 0)  # on, 0 s: close() resets the connection
-        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
-        connection.close()
+        # Every connection, not just the first: on a busy machine the reader's
+        # first connect can time out (after `poll`) once the kernel has already
+        # queued it, and the reader then connects again.
+        while not done.is_set():
+            try:
+                connection, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            connection.sendall(b"partial")
+            linger = struct.pack("ii", 1, 0)  # on, 0 s: close() resets the connection
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+            connection.close()
 
     thread = threading.Thread(target=reset, daemon=True)
     thread.start()
@@ -290,6 +301,7 @@ def test_errors_name_the_input_step_and_worker():
             list(run(lines_flow([address], epoch_length=60)))
         assert "input step 'lines' (partition" in "\n".join(info.value.__notes__)
     finally:
+        done.set()
         thread.join(30)
         server.close()
 
@@ -305,3 +317,10 @@ def test_addresses_as_getsockname_gives_them():
         assert [item for _, item in run(lines_flow([[host, port]], epoch_length=60))] == ["v4"]
     finally:
         server.close()
+
+
+def test_a_host_that_does_not_resolve_is_named_at_once():
+    started = time.monotonic()
+    with pytest.raises(FlowError, match=r"cannot resolve no-such-host\.invalid:80"):
+        list(run(lines_flow(["no-such-host.invalid:80"], epoch_length=60, connect_timeout=30)))
+    assert time.monotonic() - started < 20  # not after the connect timeout

@@ -45,12 +45,7 @@ class ProbeHandle:
 
     def less_than(self, time: Any) -> bool:
         """Whether some time strictly before ``time`` may still appear."""
-        frontier = self._frontier
-        if type(time) is int and frontier._kind is int:
-            # Int times: the frontier is its least element (as in MutableAntichain).
-            least = frontier._frontier
-            return bool(least) and least[0] < time
-        return frontier.less_than(time)
+        return self._frontier.less_than(time)
 
     def less_equal(self, time: Any) -> bool:
         """Whether ``time`` or an earlier time may still appear."""

@@ -28,6 +28,9 @@ from __future__ import annotations
 
 import codecs
 import datetime
+import errno
+import os
+import select
 import socket
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -166,21 +169,48 @@ def _read_socket(config: SocketInput, address: str, resume_epoch: int) -> Iterat
     clock = EpochClock(config.epoch_length, resume_epoch)
     yield AdvanceTo(clock.epoch)
     connection = None
+    attempt: socket.socket | None = None
     try:
         deadline = time.monotonic() + config.connect_timeout
         host, port = _address(address)
+        try:
+            found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise FlowError(f"SocketInput: cannot resolve {address} ({exc})") from exc
+        family, kind, proto, _, where = found[0]
         while connection is None:
-            try:
-                connection = socket.create_connection((host, port), timeout=config.poll)
-            except OSError as exc:
-                if time.monotonic() >= deadline:
-                    raise FlowError(
-                        f"SocketInput: cannot connect to {address} within "
-                        f"{config.connect_timeout:g} s ({exc}); is its server listening?"
-                    ) from exc
+            # One connect in progress at a time, waited for `poll` s per visit: giving
+            # up on a slow one and dialling again would leave the first queued at the
+            # server, which may only ever accept that one.
+            failure: OSError | None = None
+            if attempt is None:
+                attempt = socket.socket(family, kind, proto)
+                attempt.setblocking(False)
+                code = attempt.connect_ex(where)
+                if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+                    failure = OSError(code, os.strerror(code))
+            if failure is None:
+                _, writable, _ = select.select([], [attempt], [], config.poll)
+                if writable:
+                    code = attempt.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                    if code == 0:
+                        connection, attempt = attempt, None
+                        break
+                    failure = OSError(code, os.strerror(code))
+            if failure is not None:
+                attempt.close()
+                attempt = None
+            if time.monotonic() >= deadline:
+                raise FlowError(
+                    f"SocketInput: cannot connect to {address} within "
+                    f"{config.connect_timeout:g} s ({failure or 'no answer'}); is its server "
+                    "listening?"
+                ) from failure
+            if failure is not None:
                 time.sleep(config.poll)  # refused at once: do not spin
-                clock.advanced()
-                yield AdvanceTo(clock.epoch)
+            clock.advanced()
+            yield AdvanceTo(clock.epoch)
+        connection.setblocking(True)
         connection.settimeout(config.poll)
         decoder = codecs.getincrementaldecoder(config.encoding)()
         pending: list[str] = []  # the line being received, in pieces (joined once, at its end)
@@ -217,5 +247,7 @@ def _read_socket(config: SocketInput, address: str, resume_epoch: int) -> Iterat
             pending = [tail] if tail else []
             yield EmitBatch([line.removesuffix("\r") for line in lines])
     finally:
+        if attempt is not None:
+            attempt.close()
         if connection is not None:
             connection.close()
