@@ -350,7 +350,7 @@ class OperatorOutput(Generic[T]):
         else:
             self._not_a_capability(cap)
         if records:
-            self._send(cap._time, records)  # both kinds of capability keep it there
+            self._send(cap.time, records)
 
     def _not_a_capability(self, cap: object) -> NoReturn:
         op = self._op

@@ -171,10 +171,7 @@ class InputHandle(Generic[T]):
                     f"cannot advance the input handle from {self._time!r} back to {time!r}: "
                     "an input's time only moves forward"
                 )
-        if self._buffer:  # flush(), inline: once per epoch
-            records = self._buffer
-            self._buffer = []
-            self._push(records)
+        self.flush()
         for _, cap in self._targets:
             cap.downgrade(time)
         self._time = time

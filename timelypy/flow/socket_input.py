@@ -197,20 +197,18 @@ def _read_socket(config: SocketInput, address: str, resume_epoch: int) -> Iterat
                         connection, attempt = attempt, None
                         break
                     failure = OSError(code, os.strerror(code))
-            if failure is not None:
-                attempt.close()
-                attempt = None
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline:  # (the attempt is closed below, finally)
                 raise FlowError(
                     f"SocketInput: cannot connect to {address} within "
                     f"{config.connect_timeout:g} s ({failure or 'no answer'}); is its server "
                     "listening?"
                 ) from failure
             if failure is not None:
+                attempt.close()
+                attempt = None
                 time.sleep(config.poll)  # refused at once: do not spin
             clock.advanced()
             yield AdvanceTo(clock.epoch)
-        connection.setblocking(True)
         connection.settimeout(config.poll)
         decoder = codecs.getincrementaldecoder(config.encoding)()
         pending: list[str] = []  # the line being received, in pieces (joined once, at its end)

@@ -67,7 +67,7 @@ class Progcaster:
 
     @property
     def logging(self) -> bool:
-        """Whether a ``"progress"`` logger records the batches this progcaster sends."""
+        """Whether a ``"timely/progress"`` logger records the batches this progcaster sends."""
         return self._log is not None
 
     def send(

@@ -495,23 +495,19 @@ class Subgraph(Operate):
                     child.shut_down()
                     if logger is not None:
                         logger.log(ShutdownEvent((*self.path, index)))
+        # Then the fused operators that ran inside this activation (timelypy.dataflow.fusion).
         dirty = self.fused_dirty
+        children = self.children
         if self._direct:
             self._extract_direct(child, index)
-            if dirty:
-                children = self.children
-                for member in dirty:
-                    self._extract_direct(children[member], member)  # type: ignore[arg-type]
-                dirty.clear()
-            return
-        into = self._local if child.local else self._final
-        self._extract(child, index, into)
-        if dirty:
-            # Fused operators that ran inside this activation (timelypy.dataflow.fusion).
-            children = self.children
+            for member in dirty:
+                self._extract_direct(children[member], member)  # type: ignore[arg-type]
+        else:
+            into = self._local if child.local else self._final
+            self._extract(child, index, into)
             for member in dirty:
                 self._extract(children[member], member, into)  # type: ignore[arg-type]
-            dirty.clear()
+        dirty.clear()
 
     def _demanded(self) -> bool:
         """Demand mode: whether the batch holds a change that may advance some frontier.
@@ -596,36 +592,12 @@ class Subgraph(Operate):
         targets = tracker._target_changes
         for port, counts in enumerate(child.consumeds):
             if counts:
-                key = (index, port)
-                buffered = targets.get(key)
-                if buffered is None:
-                    targets[key] = {time: -n for time, n in counts.items()}
-                    total = sum(counts.values())
-                else:
-                    total = 0
-                    for time, n in counts.items():
-                        left = buffered.get(time, 0) - n
-                        if left:
-                            buffered[time] = left
-                        else:
-                            # Produced and consumed in one pass: nothing for the tracker.
-                            del buffered[time]
-                        total += n
-                    if not buffered:
-                        del targets[key]
-                stats[1] += total
+                _add_counts(targets, (index, port), counts, -1)
+                stats[1] += sum(counts.values())
                 counts.clear()
         for port, counts in enumerate(child.internals):
             if counts:
-                key = (index, port)
-                sources = tracker._source_changes
-                buffered = sources.get(key)
-                if buffered is None:
-                    sources[key] = dict(counts)
-                else:
-                    get = buffered.get
-                    for time, n in counts.items():
-                        buffered[time] = get(time, 0) + n
+                _add_counts(tracker._source_changes, (index, port), counts, 1)
                 _keep_held(self.held[index][port], counts)
                 counts.clear()
         edges = self._child_edges[index]
@@ -634,13 +606,7 @@ class Subgraph(Operate):
                 edge_targets = edges[port]
                 stats[2] += sum(counts.values())
                 for key in edge_targets:
-                    buffered = targets.get(key)
-                    if buffered is None:
-                        targets[key] = dict(counts)
-                    else:
-                        get = buffered.get
-                        for time, n in counts.items():
-                            buffered[time] = get(time, 0) + n
+                    _add_counts(targets, key, counts, 1)
                 counts.clear()
                 # Readers of what was produced run later in this pass (or next step).
                 for tnode, _ in edge_targets:
@@ -777,6 +743,31 @@ class Subgraph(Operate):
             if isinstance(child, Subgraph):
                 result.extend(child.holders())
         return result
+
+
+def _add_counts(
+    buffers: dict[tuple[int, int], dict[Any, int]],
+    key: tuple[int, int],
+    counts: dict[Any, int],
+    sign: int,
+) -> None:
+    """Add ``sign`` times ``counts`` to the tracker's buffered changes at port ``key``.
+
+    A time whose change comes to nothing (a message produced and consumed in
+    one pass) is dropped, and so is a port left with none.
+    """
+    buffered = buffers.get(key)
+    if buffered is None:
+        buffers[key] = dict(counts) if sign > 0 else {time: -n for time, n in counts.items()}
+        return
+    for time, n in counts.items():
+        total = buffered.get(time, 0) + sign * n
+        if total:
+            buffered[time] = total
+        else:
+            buffered.pop(time, None)
+    if not buffered:
+        del buffers[key]
 
 
 def _keep_held(held: dict[Any, int], changes: dict[Any, int]) -> None:
