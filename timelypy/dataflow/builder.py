@@ -43,7 +43,7 @@ from timelypy.dataflow.operator import LeafOperator, Logic
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import PortError
 from timelypy.order import identity_summary
-from timelypy.progress.frontier import Antichain
+from timelypy.progress.frontier import Antichain, MutableAntichain
 from timelypy.progress.operate import ChangeSink, FrontierInterest
 from timelypy.progress.reachability import normalize_connectivity
 
@@ -94,6 +94,7 @@ class OperatorBuilder:
         interest: FrontierInterest = FrontierInterest.ALWAYS,
         *,
         frontier_changes: ChangeSink | None = None,
+        frontier_reader: Callable[[MutableAntichain[Any]], None] | None = None,
     ) -> OperatorInput[T]:
         """Add an input reading ``stream`` through ``pact`` (default :class:`Pipeline`).
 
@@ -105,6 +106,11 @@ class OperatorBuilder:
         change to the input's frontier as a ``(time, diff)`` pair while the
         scope propagates progress, before the operator runs (probes and
         captures keep their own copy of the frontier this way).
+        ``frontier_reader``, if given, is called with the input's live frontier
+        (the scope's own antichain: read it, never change it) when the
+        dataflow is built, and again if the scope replaces it; every
+        enclosing scope keeps it current, so it can be read between worker
+        steps without the operator being told of each change (probes do).
         """
         self._check_open()
         if stream.scope is not self.scope:
@@ -121,6 +127,8 @@ class OperatorBuilder:
         handle: OperatorInput[T] = op.add_input(queue, interest)
         if frontier_changes is not None:
             op.watch_frontier(handle.index, frontier_changes)
+        if frontier_reader is not None:
+            op.read_frontier(handle.index, frontier_reader)
         stream.connect_to((self.index, handle.index), push)
         if connection is None:
             summaries = {o: [self._identity] for o in range(op.outputs)}

@@ -79,6 +79,8 @@ class LeafOperator(Operate):
         self._inputs: list[OperatorInput[Any]] = []
         self._queues: list[deque[tuple[Any, list[Any]]]] = []
         self._frontiers: list[Frontier] = []
+        #: ``(input, reader)``: each reader gets its input's live frontier whenever it is set.
+        self._readers: list[tuple[int, Callable[[MutableAntichain[Any]], None]]] = []
 
     # -- construction -------------------------------------------------------
 
@@ -119,6 +121,18 @@ class LeafOperator(Operate):
         if self.frontier_changes is None:
             self.frontier_changes = [_IGNORE] * self.inputs
         self.frontier_changes[input_index] = sink
+
+    def read_frontier(
+        self, input_index: int, reader: Callable[[MutableAntichain[Any]], None]
+    ) -> None:
+        """Call ``reader`` with input ``input_index``'s live frontier whenever the scope sets it.
+
+        That is when the dataflow is built, and again if fusion has the input
+        share an earlier location's frontier.  The reader reads it between
+        steps (never changes it); every enclosing scope keeps it current.
+        """
+        self._readers.append((input_index, reader))
+        self.reads_frontiers = True
 
     def watches_frontier(self, port: int) -> bool:
         """Whether the input is scheduled by, or records, its frontier's changes."""
@@ -167,6 +181,8 @@ class LeafOperator(Operate):
         self._frontiers = [Frontier(f) for f in frontiers]
         for handle, view in zip(self._inputs, self._frontiers, strict=True):
             handle.frontier = view
+        for port, reader in self._readers:
+            reader(frontiers[port])
 
     def schedule(self) -> bool:
         """Run the logic in an activation; return whether it asked to run again."""

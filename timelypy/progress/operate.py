@@ -27,7 +27,10 @@ scopes) set ``frontier_changes`` to one :class:`ChangeSink` per input: a
 list, or any object with an ``append((time, diff))`` method; the scope
 appends ``(time, diff)`` pairs there as it propagates.  Others read their
 frontiers from the live implications the scope hands them with
-:meth:`Operate.set_input_frontiers`.
+:meth:`Operate.set_input_frontiers`; a child that reads them from outside
+its activations (a probe, read between worker steps) sets
+``reads_frontiers``, so that enclosing scopes keep them current without
+the scope reporting each change to it.
 """
 
 from __future__ import annotations
@@ -84,6 +87,9 @@ class Operate:
         #: Per input, where the scope appends the changes to its frontier; ``None``
         #: (the default) if the operator does not want them.
         self.frontier_changes: list[ChangeSink] | None = None
+        #: Whether something reads the live input frontiers between steps (a probe's
+        #: handle): the scope's own input frontiers then matter on every change.
+        self.reads_frontiers = False
         #: Index of this child in its scope, and the activation callback; set by the scope.
         self.index = -1
         self.activate: Any = None

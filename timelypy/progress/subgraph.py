@@ -151,6 +151,8 @@ class Subgraph(Operate):
         self._local: dict[tuple[int, int, int, Any], int] = {}
         #: Pairs of locations still to share a frontier (:meth:`share_frontiers`).
         self._share_later: list[tuple[Location, Location]] = []
+        #: The nodes of every location :meth:`share_frontiers` was asked to join.
+        self._sharing: set[int] = set()
         #: Children whose counts changed outside an activation (:meth:`note_changes`).
         self._reported: set[int] = set()
         #: Fused children (:mod:`timelypy.dataflow.fusion`) that sent along an unfused
@@ -273,15 +275,16 @@ class Subgraph(Operate):
         self.frontier_changes = list(input_changes)
         # Like Timely: the scope cares about its inputs' frontiers as much as its
         # most interested child does.
-        # A child that records its frontier's changes (a probe) needs every one
-        # propagated to it, whether or not they schedule it.
+        # A child that records its frontier's changes, or reads its live frontier
+        # between steps (a probe), needs every one propagated to it, whether or not
+        # they schedule it.
         interest = max(
             (
                 n
                 for child in children[1:]
                 for n in (
                     child.notify
-                    if child.frontier_changes is None
+                    if child.frontier_changes is None and not child.reads_frontiers
                     else [*child.notify, FrontierInterest.ALWAYS]
                 )
             ),
@@ -363,6 +366,7 @@ class Subgraph(Operate):
         is joined after a later propagation.
         """
         self._share_later = links
+        self._sharing = {location.node for link in links for location in link}
         self._join_frontiers()
 
     def _join_frontiers(self) -> None:
@@ -370,9 +374,10 @@ class Subgraph(Operate):
         links = self._share_later
         left = tracker.alias(links)
         if len(left) != len(links):
-            # Aliased inputs have a new live frontier: hand it to their operators.
-            joined = {later.node for _, later in links} - {later.node for _, later in left}
-            for node in joined:
+            # Aliased inputs have a new live frontier: hand it to their operators.  Not
+            # only this call's: a location joined earlier moves with its group when the
+            # group's head joins another.
+            for node in sorted(self._sharing):
                 child = self.children[node]
                 if child is not None:
                     child.set_input_frontiers(
