@@ -14,9 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import timelypy
+from tests.dataflow.test_properties import build_pipeline
 from tests.stepping import run_to_completion, settle
+from tests.strategies import pipeline_ops
 from timelypy import (
     Config,
     InputError,
@@ -30,6 +34,7 @@ from timelypy import (
 )
 from timelypy.communication.allocator import process_allocators
 from timelypy.dataflow.input import SEND_BUFFER
+from timelypy.dataflow.operator import LeafOperator
 from timelypy.worker import Worker
 
 pytestmark = pytest.mark.timeout(60)
@@ -379,3 +384,74 @@ def test_a_probe_inside_a_loop_follows_the_outer_frontier_without_data(mode, pee
         handle.close()
     run_to_completion(workers)
     assert all(p.done() for p in inner_probes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=pipeline_ops(), workers=st.integers(1, 3), order=st.permutations(range(3)),
+       epochs=st.integers(0, 3), mode=st.sampled_from(["eager", "demand"]))
+@example(ops=[("loop", 1, False, [])], workers=3, order=[0, 1, 2], epochs=0, mode="demand")
+def test_operators_and_probe_handles_read_the_frontiers_their_scope_keeps(
+    ops: list[tuple], workers: int, order: list[int], epochs: int, mode: str
+) -> None:
+    """After every step, each operator's input frontier and each probe handle's is the live one.
+
+    Workers built and stepped by hand in a chosen order, each one building
+    with the others' progress already waiting, join fused frontiers at
+    different steps, including a group whose head joins another group later:
+    every member's operator, probes included, must then read the new
+    group's frontier, or a handle would never see its frontier empty.
+    """
+    config = Config(workers=workers, progress_mode=mode)
+    members = [Worker(allocator, config) for allocator in process_allocators(workers)]
+    order = [i for i in order if i < workers]
+    runs: list[Any] = [None] * workers
+
+    def check() -> None:
+        for subgraph, _, probe in filter(None, runs):
+            tracker = subgraph.tracker
+            for index, child in enumerate(subgraph.children):
+                if not isinstance(child, LeafOperator):
+                    continue
+                live = [port.implications for port in tracker.node_state(index).targets]
+                read = [view._antichain for view in child._frontiers]
+                assert all(a is b for a, b in zip(read, live, strict=True)), child.name
+                if child.name == "Probe":
+                    assert probe._sources[0] is live[0]
+
+    # Build in the chosen order, stepping the workers built so far after each:
+    # a worker then builds with others' progress batches already waiting.
+    for i in order:
+        scopes: list[Any] = []
+        handle: InputHandle[int] = InputHandle()
+        probe = ProbeHandle()
+
+        def build(scope: timelypy.Scope, handle: InputHandle[int] = handle,
+                  probe: ProbeHandle = probe, scopes: list[Any] = scopes) -> None:
+            scopes.append(scope.subgraph)
+            out = build_pipeline(scope.input_from(handle), ops, None)
+            out.inspect_time(lambda t, x: None).probe_with(probe)
+
+        members[i].dataflow(build)
+        runs[i] = (scopes[0], handle, probe)
+        handle.send(i)
+        handle.advance_to(1)
+        for j in order:
+            if runs[j] is not None:
+                members[j].step()
+                check()
+    for epoch in range(1, epochs + 1):
+        for i in order:
+            runs[i][1].send(epoch)
+            runs[i][1].advance_to(epoch + 1)
+            members[i].step()
+            check()
+    for _, handle, _ in runs:
+        handle.close()
+    for _ in range(2000):
+        busy = False
+        for i in order:
+            busy |= members[i].step()
+            check()
+        if not busy:
+            break
+    assert all(probe.done() for _, _, probe in runs)

@@ -150,8 +150,7 @@ class OperatorBuilder:
         self._check_open()
         op = self._op
         tee = Tee()
-        handle = op.add_output(_late_push(tee))
-        op.tees.append(tee)
+        handle = op.add_output(tee)
         output = handle.index
         if connection is None:
             # Every input reaches the new output unchanged -- unless the input
@@ -244,15 +243,6 @@ def _as_list(summaries: Any) -> list[Any]:
     if isinstance(summaries, Iterable) and not isinstance(summaries, tuple):
         return list(summaries)
     return [summaries]
-
-
-def _late_push(tee: Tee) -> Callable[[Any, list[Any]], None]:
-    """Push through ``tee`` as it is when called (readers are added after the output)."""
-
-    def push(time: Any, records: list[Any]) -> None:
-        tee.push(time, records)
-
-    return push
 
 
 def _no_logic(frontiers: list[Frontier]) -> None:

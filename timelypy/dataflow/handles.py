@@ -36,6 +36,7 @@ from timelypy.errors import CapabilityError
 
 if TYPE_CHECKING:
     from timelypy.dataflow.as_worker import AsWorker
+    from timelypy.dataflow.channels import Tee
     from timelypy.dataflow.operator import LeafOperator
     from timelypy.progress.frontier import MutableAntichain
 
@@ -307,15 +308,14 @@ class Session(Generic[T]):
 class OperatorOutput(Generic[T]):
     """An operator output; open a :class:`Session` with a capability to send."""
 
-    __slots__ = ("_buffer", "_buffer_time", "_index", "_op", "_produced", "_push")
+    __slots__ = ("_buffer", "_buffer_time", "_index", "_op", "_produced", "_tee")
 
-    def __init__(
-        self, op: LeafOperator, index: int, push: Callable[[Any, list[T]], None]
-    ) -> None:
+    def __init__(self, op: LeafOperator, index: int, tee: Tee) -> None:
         self._op = op
         self._index = index
         self._produced = op.produceds[index]
-        self._push = push
+        # The tee's push is looked up at each send: readers are added after the output.
+        self._tee = tee
         self._buffer: list[T] = []
         self._buffer_time: Any = _NO_TIME
 
@@ -370,7 +370,7 @@ class OperatorOutput(Generic[T]):
             self.flush()
         produced = self._produced
         produced[time] = produced.get(time, 0) + len(records)
-        self._push(time, records)
+        self._tee.push(time, records)
         op = self._op
         if not op.running:
             # Sent from outside an activation: have the operator report it.
@@ -393,7 +393,7 @@ class OperatorOutput(Generic[T]):
             self._buffer = []
             produced = self._produced
             produced[time] = produced.get(time, 0) + len(buffer)
-            self._push(time, buffer)
+            self._tee.push(time, buffer)
         self._buffer_time = _NO_TIME
 
     def __repr__(self) -> str:

@@ -100,13 +100,14 @@ class LeafOperator(Operate):
             self.frontier_changes.append(_IGNORE)
         return handle
 
-    def add_output(self, push: Callable[[Any, list[Any]], None]) -> OperatorOutput[Any]:
-        """Add an output pushing into ``push``."""
+    def add_output(self, tee: Tee) -> OperatorOutput[Any]:
+        """Add an output sending through ``tee`` to its readers."""
         index = self.outputs
         self.outputs += 1
         self.produceds.append({})
         self.internals.append({})
-        handle: OperatorOutput[Any] = OperatorOutput(self, index, push)
+        self.tees.append(tee)
+        handle: OperatorOutput[Any] = OperatorOutput(self, index, tee)
         return handle
 
     def unread(self, port: int) -> dict[Any, int]:
