@@ -76,6 +76,27 @@ def test_an_input_holds_its_time_on_every_worker():
     assert [w.why_not_complete() for w in workers] == [[], []]
 
 
+def test_a_lone_worker_holds_every_pointstamp_it_names():
+    """One worker: its root scope does not keep its share apart; every share is the count."""
+    (worker,) = workers_of(1)
+    handle = InputHandle()
+    worker.dataflow(
+        lambda scope: scope.input_from(handle)
+        .concat(source(scope, "Keeper", keeper(at=4)))
+        .map(str)
+        .probe()
+    )
+    for epoch in range(1, 4):
+        handle.send(epoch)
+        handle.advance_to(epoch)
+        settle(worker)
+    named = [(h.operator, h.kind, h.time, h.count, h.here) for h in worker.why_not_complete(4)]
+    assert sorted(named) == [("Input", "capability", 3, 1, 1), ("Keeper", "capability", 4, 1, 1)]
+    handle.close()
+    settle(worker)
+    assert [(h.operator, h.here) for h in worker.why_not_complete()] == [("Keeper", 1)]
+
+
 def test_a_capability_kept_on_one_worker_is_named_by_that_worker_only():
     workers = workers_of(2)
     for worker in workers:

@@ -7,8 +7,9 @@ message is counted from the moment it is sent until its reader takes it
 from its queue).  A scope's tracker knows each pointstamp's count summed over
 all workers -- the progress protocol exchanges exactly that -- but not who
 holds it.  Two local facts complete the picture: a scope keeps, per child,
-the capabilities the child holds *on this worker* (``Subgraph.held``, kept
-from the same changes the scope sends to its peers), and an operator knows
+the capabilities the child holds *on this worker* (``Subgraph.held_by``:
+kept from the same changes the scope sends to its peers, or, for a lone
+worker's root scope, the tracker's own counts), and an operator knows
 the records waiting unread in its own input queues (``Operate.unread``).
 
 :func:`explain` walks a dataflow's scopes (nested ones too, their times
@@ -140,7 +141,7 @@ def _walk(
             _walk(child, identifier, _mapped(blocks, child.refinement.to_outer), worker, found)
             if len(found) > before:
                 continue
-        held = scope.held[index] if getattr(scope, "held", None) else []
+        held = scope.held_by(index) if isinstance(scope, Subgraph) else []
         for port, info in enumerate(state.sources):
             for t, count in info.pointstamps.updates():
                 if count > 0 and blocks(t):

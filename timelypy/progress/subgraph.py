@@ -307,7 +307,8 @@ class Subgraph(Operate):
         self._states = per_operator
         final = self._final
         #: Per child and output, the capabilities it holds on this worker (the tracker
-        #: only knows their sum over all workers); read by :mod:`~timelypy.progress.explain`.
+        #: only knows their sum over all workers); not kept by a direct scope, whose
+        #: tracker counts only this worker's (read them with :meth:`held_by`).
         self.held: list[list[dict[Any, int]]] = [
             [{} for _ in range(child.outputs)] if child is not None else []
             for child in children
@@ -603,7 +604,6 @@ class Subgraph(Operate):
         for port, counts in enumerate(child.internals):
             if counts:
                 _add_counts(tracker._source_changes, (index, port), counts, 1)
-                _keep_held(self.held[index][port], counts)
                 counts.clear()
         edges = self._child_edges[index]
         for port, counts in enumerate(child.produceds):
@@ -721,6 +721,20 @@ class Subgraph(Operate):
                 child.shut_down()
 
     # -- introspection ----------------------------------------------------------
+
+    def held_by(self, index: int) -> list[dict[Any, int]]:
+        """Per output, the capabilities child ``index`` holds on this worker, by time.
+
+        What :mod:`~timelypy.progress.explain` names as this worker's share.  A
+        direct scope's tracker counts this worker's capabilities only, so they
+        are read there rather than kept a second time.
+        """
+        if self._direct and self.tracker is not None:
+            return [
+                dict(info.pointstamps.updates())
+                for info in self.tracker.node_state(index).sources
+            ]
+        return self.held[index]
 
     def holders(self) -> list[str]:
         """Describe what keeps this scope from completing (for stall diagnostics)."""
