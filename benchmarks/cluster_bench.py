@@ -28,7 +28,11 @@ median``.  A cluster run's time is the median of its ``reps`` timed epochs
    must pack what it sends and unpack what it receives, so the rates
    compared are *records crossing per process per second*: ``sent /
    time``.  ``MsgpackCodec`` is timelypy's codec doing the same round trips
-   in process, to separate the codec from the rest.  Goal: >= 0.5x.
+   in process, to separate the codec from the rest.  The *floor* row adds
+   what routing costs: each input batch of 8,192 records split by key in a
+   Python pass, as ``Exchange`` does, then the crossing half through
+   ``MsgpackCodec``: the least a process does with exact types and no
+   engine (no sockets, no waiting for the other process).  Goal: >= 0.5x.
 2. **wordcount** -- the 2,000,000-word corpus on 1 process x 1 worker
    (both parts) and on 2 processes x 1 worker (one part each):
    a combiner that counts each worker's lines for the whole epoch (one
@@ -91,6 +95,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -331,11 +336,16 @@ def reqrep(
 # -- 1. exchange ---------------------------------------------------------------------
 
 
-def crossing_batches(words: int) -> list[list[tuple[str, int]]]:
-    """The batches worker 0 sends to worker 1 in ``exchange.py`` (positions ``& 1 == 1``)."""
+def input_batches(words: int) -> list[list[tuple[str, int]]]:
+    """The batches worker 0 feeds its exchange in ``exchange.py``."""
     part = part_paths()[0].read_text(encoding="ascii").split()[:words]
     records = [(word, i) for i, word in enumerate(part)]  # _common.exchange_records(part, 0)
-    return [[r for r in records[i : i + CHUNK] if r[1] & 1] for i in range(0, len(records), CHUNK)]
+    return [records[i : i + CHUNK] for i in range(0, len(records), CHUNK)]
+
+
+def crossing_batches(words: int) -> list[list[tuple[str, int]]]:
+    """The batches worker 0 sends to worker 1 in ``exchange.py`` (positions ``& 1 == 1``)."""
+    return [[r for r in batch if r[1] & 1] for batch in input_batches(words)]
 
 
 def msgpack_pass(batches: list[list[Any]]) -> tuple[float, float]:
@@ -367,13 +377,47 @@ def codec_pass(batches: list[list[Any]]) -> tuple[float, float]:
     return timed
 
 
+def floor_pass(inputs: list[list[Any]]) -> tuple[float, float]:
+    """Route every input batch by key as ``Exchange`` does, then carry the crossing half; timed.
+
+    The least one process of the exchange does with exact types and no
+    engine: a Python pass putting each record in its worker's list (the
+    key is ``itemgetter(1)``, the worker ``key & 1``), and ``MsgpackCodec``
+    encoding the half it sends and decoding as much received (the same
+    half here, as both processes send alike).
+    """
+    codec = MsgpackCodec()
+    encode, decode = codec.encode_batch, codec.decode_batch
+    key = itemgetter(1)
+    kept: list[Any] = []
+
+    def run() -> None:
+        kept.clear()
+        for batch in inputs:
+            parts: list[list[Any]] = [[], []]
+            appends = [part.append for part in parts]
+            for record in batch:
+                appends[key(record) & 1](record)
+            kept.append(parts[0])
+            kept.append(decode(encode(1, parts[1]))[1])
+
+    timed = _in_process(run)
+    if sum(map(len, kept)) != sum(map(len, inputs)):
+        raise AssertionError("the exchange floor lost records")
+    return timed
+
+
 def measure_exchange(rounds: int, size: dict[str, int], timeout: float) -> list[dict[str, str]]:
-    batches = crossing_batches(size["words"])
+    inputs = input_batches(size["words"])
+    batches = [[r for r in batch if r[1] & 1] for batch in inputs]
     sent = sum(map(len, batches))
     params = {"words": size["words"], "reps": size["reps"]}
     msgpack_pass(batches)  # warm up
     codec_pass(batches)
-    stats = {"timelypy": Candidate(), "msgpack": Candidate(), "codec": Candidate()}
+    floor_pass(inputs)
+    stats = {
+        "timelypy": Candidate(), "msgpack": Candidate(), "codec": Candidate(), "floor": Candidate()
+    }
     for _ in range(rounds):
         results = run_cluster("exchange.py", 2, params, timeout)
         for r in results:
@@ -382,6 +426,7 @@ def measure_exchange(rounds: int, size: dict[str, int], timeout: float) -> list[
         stats["timelypy"].add(*cluster_time(results))
         stats["msgpack"].add(*msgpack_pass(batches))
         stats["codec"].add(*codec_pass(batches))
+        stats["floor"].add(*floor_pass(inputs))
     limit = stats["msgpack"].stats
     what = f"{sent:,} rec cross per process, {len(batches)} batches"
     return [
@@ -403,6 +448,15 @@ def measure_exchange(rounds: int, size: dict[str, int], timeout: float) -> list[
             ratio=limit.median / stats["codec"].stats.median,
             cpu_ratio=stats["msgpack"].cpu / stats["codec"].cpu,
             note="timelypy's codec alone",
+        ),
+        _row(
+            "exchange",
+            "route by key + MsgpackCodec, 1 proc",
+            stats["floor"],
+            rate=sent,
+            ratio=limit.median / stats["floor"].stats.median,
+            cpu_ratio=stats["msgpack"].cpu / stats["floor"].cpu,
+            note="the floor: routing and the exact codec, no engine",
         ),
         _row(
             "exchange",
