@@ -428,45 +428,34 @@ def measure_exchange(rounds: int, size: dict[str, int], timeout: float) -> list[
         stats["codec"].add(*codec_pass(batches))
         stats["floor"].add(*floor_pass(inputs))
     limit = stats["msgpack"].stats
-    what = f"{sent:,} rec cross per process, {len(batches)} batches"
+
+    def row(candidate: str, name: str, note: str, goal: str = "") -> dict[str, str]:
+        """The row of ``stats[name]``: its rate and its ratio to the limit."""
+        return _row(
+            "exchange",
+            candidate,
+            stats[name],
+            rate=sent,
+            ratio=limit.median / stats[name].stats.median,
+            cpu_ratio=stats["msgpack"].cpu / stats[name].cpu,
+            goal=goal,
+            note=note,
+        )
+
     return [
-        _row(
-            "exchange",
+        row(
             "timelypy 2 proc x 1 worker",
-            stats["timelypy"],
-            rate=sent,
-            ratio=limit.median / stats["timelypy"].stats.median,
-            cpu_ratio=stats["msgpack"].cpu / stats["timelypy"].cpu,
+            "timelypy",
+            f"{sent:,} rec cross per process, {len(batches)} batches",
             goal=">= 0.5x",
-            note=what,
         ),
-        _row(
-            "exchange",
-            "MsgpackCodec encode+decode, 1 proc",
-            stats["codec"],
-            rate=sent,
-            ratio=limit.median / stats["codec"].stats.median,
-            cpu_ratio=stats["msgpack"].cpu / stats["codec"].cpu,
-            note="timelypy's codec alone",
-        ),
-        _row(
-            "exchange",
+        row("MsgpackCodec encode+decode, 1 proc", "codec", "timelypy's codec alone"),
+        row(
             "route by key + MsgpackCodec, 1 proc",
-            stats["floor"],
-            rate=sent,
-            ratio=limit.median / stats["floor"].stats.median,
-            cpu_ratio=stats["msgpack"].cpu / stats["floor"].cpu,
-            note="the floor: routing and the exact codec, no engine",
+            "floor",
+            "the floor: routing and the exact codec, no engine",
         ),
-        _row(
-            "exchange",
-            "plain msgpack pack+unpack (limit)",
-            stats["msgpack"],
-            rate=sent,
-            ratio=1.0,
-            cpu_ratio=1.0,
-            note="same batches, 1 process",
-        ),
+        row("plain msgpack pack+unpack (limit)", "msgpack", "same batches, 1 process"),
     ]
 
 
