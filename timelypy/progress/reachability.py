@@ -64,7 +64,7 @@ from timelypy.order import (
     is_identity_summary,
 )
 from timelypy.progress.change_batch import ChangeBatch
-from timelypy.progress.frontier import _INT_LE, Antichain, MutableAntichain
+from timelypy.progress.frontier import Antichain, MutableAntichain
 from timelypy.progress.location import Location, Port, PortKind, Source, Target
 
 __all__ = [
@@ -100,6 +100,19 @@ def _fused_pointstamp(kind: int, node: int, port: int) -> TimelyError:
         f"{node}, whose frontier is shared with the location before it (operator "
         "fusion): a fused operator must never hold a capability"
     )
+
+
+def _wait(
+    pending: dict[int, dict[Any, int]], heap: list[int], location: int,
+    changes: list[tuple[Any, int]],
+) -> None:
+    """Add ``changes`` to what ``location`` waits to apply; queue it if it waited for nothing."""
+    waiting = pending.get(location)
+    if waiting is None:
+        waiting = pending[location] = {}
+        heapq.heappush(heap, location)
+    for time, diff in changes:
+        waiting[time] = waiting.get(time, 0) + diff
 
 
 def _as_antichain(value: Any, where: str) -> Antichain[Any]:
@@ -800,11 +813,7 @@ class Tracker:
             for (node, port), updates in buffered.items():
                 operator = per_operator[node]
                 ports = operator.targets if kind == 0 else operator.sources
-                pointstamps = ports[port].pointstamps
-                if pointstamps._le is _INT_LE:
-                    changes = pointstamps._update_iter_int(updates.items())
-                else:
-                    changes = pointstamps.update_iter(updates.items())
+                changes = ports[port].pointstamps.update_iter(updates.items())
                 if not changes:
                     continue
                 summaries = summaries_of[node][port]
@@ -843,12 +852,7 @@ class Tracker:
                 location = dag_index[kind][node][port]
                 if location < 0:
                     raise _fused_pointstamp(kind, node, port)
-                waiting = pending.get(location)
-                if waiting is None:
-                    waiting = pending[location] = {}
-                    heappush(heap, location)
-                for time, diff in changes:
-                    waiting[time] = waiting.get(time, 0) + diff
+                _wait(pending, heap, location, changes)
 
         heappop = heapq.heappop
         pushed = self._pushed
@@ -873,11 +877,7 @@ class Tracker:
                     time, diff = updates[0]
                     changes = implications.update(time, diff) if diff else []
                 else:
-                    changes = (
-                        implications._update_iter_int(updates)
-                        if implications._le is _INT_LE
-                        else implications.update_iter(updates)
-                    )
+                    changes = implications.update_iter(updates)
                 if not changes:
                     break
                 for reported in report:
@@ -915,12 +915,7 @@ class Tracker:
                             waiting[out] = waiting.get(out, 0) + d
                 else:
                     for successor in nexts:
-                        waiting = pending.get(successor)
-                        if waiting is None:
-                            waiting = pending[successor] = {}
-                            heappush(heap, successor)
-                        for t, d in changes:
-                            waiting[t] = waiting.get(t, 0) + d
+                        _wait(pending, heap, successor, changes)
                 break
 
     def _propagate_all(self) -> None:

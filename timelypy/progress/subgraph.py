@@ -673,13 +673,10 @@ class Subgraph(Operate):
         if self._share_later:
             self._join_frontiers()
 
-        pushed = tracker._pushed
+        pushed = tracker._drain_pushed()
         if pushed:
-            tracker._pushed = {}
             children = self.children
-            for (node, _, port, time), diff in pushed.items():
-                if not diff:
-                    continue
+            for (node, _, port, time), diff in pushed:
                 # Only the inputs of children that watch their frontiers are reported.
                 child: Operate = children[node]  # type: ignore[assignment]
                 interest = child.notify[port]
@@ -690,8 +687,8 @@ class Subgraph(Operate):
                 sinks = child.frontier_changes
                 if sinks is not None:
                     sinks[port].append((time, diff))
-        if tracker._emptied:
-            emptied = tracker.drain_emptied()
+        emptied = tracker.drain_emptied()
+        if emptied:
             # A child whose inputs closed and which holds nothing runs once more, to shut down.
             for node in set(emptied):
                 if node:
