@@ -275,4 +275,3 @@ def test_a_fusible_operator_that_keeps_a_capability_is_refused() -> None:
 
     with pytest.raises(timelypy.errors.TimelyError, match="never hold a capability"):
         timelypy.execute(Config(), program)
-
