@@ -112,3 +112,41 @@ def test_notify_at_an_input_capability_explains_what_to_do():
 
     timelypy.example(build)
     assert len(errors) == 1 and "retain()" in errors[0]
+
+
+def test_to_stream_gives_several_batches_per_activation_and_keeps_order():
+    from timelypy.dataflow.operators.to_stream import BATCHES_PER_ACTIVATION, CHUNK
+    from timelypy.events import OperatesEvent, ScheduleEvent
+
+    per_activation = BATCHES_PER_ACTIVATION * CHUNK
+    items = list(range(2 * per_activation + 5))
+    addresses: dict[str, tuple[int, ...]] = {}
+    starts: list[tuple[int, ...]] = []
+
+    def log(batch):
+        for _, event in batch:
+            if type(event) is OperatesEvent:
+                addresses[event.name] = event.addr
+            elif type(event) is ScheduleEvent and event.start:
+                starts.append(event.addr)
+
+    def program(worker):
+        worker.log_register().insert("timely", log)
+        sizes: list[int] = []
+        seen: list[int] = []
+
+        def record(time, data):
+            sizes.append(len(data))
+            seen.extend(data)
+
+        worker.dataflow(lambda scope: scope.to_stream(items).inspect_batch(record))
+        while worker.step():
+            pass
+        return sizes, seen
+
+    ((sizes, seen),) = timelypy.execute(Config.thread(), program)
+    assert seen == items
+    assert sizes == [CHUNK] * (2 * BATCHES_PER_ACTIVATION) + [5]
+    # Two full activations, one that gives the rest and drops the capability,
+    # and the run every operator gets once it holds nothing (to shut down).
+    assert starts.count(addresses["ToStream"]) == 3 + 1
