@@ -47,6 +47,7 @@ __all__ = [
     "OperatorOutput",
     "Session",
     "BUFFER_SIZE",
+    "batchwise_logic",
 ]
 
 T = TypeVar("T")
@@ -398,6 +399,33 @@ class OperatorOutput(Generic[T]):
 
     def __repr__(self) -> str:
         return f"OperatorOutput({self._op.name!r}, port={self._index})"
+
+
+def batchwise_logic(
+    inp: OperatorInput[T], out: OperatorOutput[Any], fuse: Callable[[Any, list[T]], Any]
+) -> Callable[[list[Frontier]], None]:
+    """The logic of a fusible operator that runs on its own: every waiting batch through ``fuse``.
+
+    What ``for cap, data in inp: out.give_batch(cap, fuse(cap.time, data))``
+    does, without an input capability per batch: ``fuse`` treats each batch
+    on its own at its own time, which the operator's input may always send
+    at (its summary to the output is the identity).  Used for a
+    :func:`~timelypy.dataflow.operators.generic.fusible_unary` operator whose
+    producer it is not fused with (an input handle's, an exchange's).
+    """
+    queue = inp._queue
+    consumed = inp._consumed
+    send = out._send
+
+    def logic(frontiers: list[Frontier]) -> None:
+        while queue:
+            time, data = queue.popleft()
+            consumed[time] = consumed.get(time, 0) + len(data)
+            result = fuse(time, data)
+            if result:
+                send(time, result)
+
+    return logic
 
 
 class _NoTime:

@@ -11,11 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pipeline
 from timelypy.dataflow.extension import stream_method
-from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
-from timelypy.dataflow.operators.generic import UnaryLogic, fusible_unary
+from timelypy.dataflow.operators.generic import fusible_unary
 from timelypy.dataflow.stream import Stream
 
 __all__ = ["filter"]
@@ -29,16 +27,7 @@ _PIPELINE = Pipeline()
 def filter(stream: Stream[T], predicate: Callable[[T], bool]) -> Stream[T]:
     """Keep the records for which ``predicate`` is true."""
 
-    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, T]:
-        def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
-            for cap, data in inp:
-                kept = [x for x in data if predicate(x)]
-                if kept:
-                    out.give_batch(cap, kept)
-
-        return logic
-
     def fuse(time: object, data: list[T]) -> list[T]:
         return [x for x in data if predicate(x)]
 
-    return fusible_unary(stream, "Filter", constructor, fuse)
+    return fusible_unary(stream, "Filter", fuse)

@@ -39,7 +39,13 @@ from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Pact, Pipeline
 from timelypy.dataflow.extension import stream_method
-from timelypy.dataflow.handles import Frontier, OperatorInfo, OperatorInput, OperatorOutput
+from timelypy.dataflow.handles import (
+    Frontier,
+    OperatorInfo,
+    OperatorInput,
+    OperatorOutput,
+    batchwise_logic,
+)
 from timelypy.dataflow.notificator import FrontierNotificator, Notificator
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
@@ -72,14 +78,15 @@ def _one_output(
     scope: Scope,
     name: str,
     inputs: Sequence[tuple[Stream[Any], Pact]],
-    constructor: Callable[[Capability, OperatorInfo], Callable[..., Any]],
+    constructor: Callable[[Capability, OperatorInfo], Callable[..., Any]] | None,
     interest: FrontierInterest,
     fuse: Callable[[Any, list[Any]], Any] | None = None,
 ) -> Stream[Any]:
     """An operator with ``inputs`` and one output; its logic gets every input, then the output.
 
-    ``fuse``, for a one-input operator whose logic treats each batch on its
-    own, is what the logic does to one batch (see :mod:`timelypy.dataflow.fusion`).
+    Either ``constructor`` makes the logic, or (``None``) the operator has
+    one input and its work is ``fuse``, applied to each batch on its own
+    (see :mod:`timelypy.dataflow.fusion`).
     """
     builder = OperatorBuilder(name, scope)
     info = builder.info
@@ -90,6 +97,9 @@ def _one_output(
     handles.append(out)
 
     def build(caps: list[Capability]) -> Callable[[list[Frontier]], Any]:
+        if constructor is None:
+            assert fuse is not None
+            return batchwise_logic(handles[0], out, fuse)
         logic = constructor(caps[0], info)
 
         def run(frontiers: list[Frontier]) -> None:
@@ -106,17 +116,18 @@ def _one_output(
 def fusible_unary(
     stream: Stream[T],
     name: str,
-    constructor: Callable[[Capability, OperatorInfo], UnaryLogic[T, U]],
     fuse: Callable[[Any, list[T]], list[U] | None],
 ) -> Stream[U]:
-    """:func:`unary` with a ``Pipeline`` input, fusible with the operator before it.
+    """A ``Pipeline``-input operator that treats each batch on its own, fusible with its producer.
 
-    ``fuse(time, records)`` must do to one batch exactly what one activation
-    of the logic does with it, and return the records it sends (for built-in
-    record-at-a-time operators: ``map``, ``filter``, ``inspect``).
+    ``fuse(time, records)`` is all it does: it gets each batch with its time
+    and returns the records to send on at that time (for built-in
+    record-at-a-time operators: ``map``, ``filter``, ``inspect``).  Fused, it
+    runs inside its producer's send; on its own, each activation puts every
+    waiting batch through it (:func:`~timelypy.dataflow.handles.batchwise_logic`).
     """
     return _one_output(
-        stream.scope, name, [(stream, _PIPELINE)], constructor, FrontierInterest.NEVER, fuse
+        stream.scope, name, [(stream, _PIPELINE)], None, FrontierInterest.NEVER, fuse
     )
 
 

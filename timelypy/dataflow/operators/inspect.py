@@ -37,62 +37,35 @@ _PIPELINE = Pipeline()
 def inspect_batch(stream: Stream[T], func: Callable[[Any, list[T]], Any]) -> Stream[T]:
     """Call ``func(time, records)`` for every batch; pass the stream on."""
 
-    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, T]:
-        def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
-            for cap, data in inp:
-                func(cap.time, data)
-                out.give_batch(cap, data)
-
-        return logic
-
     def fuse(time: Any, data: list[T]) -> list[T]:
         func(time, data)
         return data
 
-    return fusible_unary(stream, "InspectBatch", constructor, fuse)
+    return fusible_unary(stream, "InspectBatch", fuse)
 
 
 @stream_method
 def inspect(stream: Stream[T], func: Callable[[T], Any]) -> Stream[T]:
     """Call ``func(record)`` for every record; pass the stream on."""
 
-    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, T]:
-        def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
-            for cap, data in inp:
-                for x in data:
-                    func(x)
-                out.give_batch(cap, data)
-
-        return logic
-
     def fuse(time: Any, data: list[T]) -> list[T]:
         for x in data:
             func(x)
         return data
 
-    return fusible_unary(stream, "Inspect", constructor, fuse)
+    return fusible_unary(stream, "Inspect", fuse)
 
 
 @stream_method
 def inspect_time(stream: Stream[T], func: Callable[[Any, T], Any]) -> Stream[T]:
     """Call ``func(time, record)`` for every record; pass the stream on."""
 
-    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, T]:
-        def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
-            for cap, data in inp:
-                time = cap.time
-                for x in data:
-                    func(time, x)
-                out.give_batch(cap, data)
-
-        return logic
-
     def fuse(time: Any, data: list[T]) -> list[T]:
         for x in data:
             func(time, x)
         return data
 
-    return fusible_unary(stream, "InspectTime", constructor, fuse)
+    return fusible_unary(stream, "InspectTime", fuse)
 
 
 @stream_method

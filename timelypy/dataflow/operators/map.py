@@ -33,34 +33,20 @@ _PIPELINE = Pipeline()
 def map(stream: Stream[T], func: Callable[[T], U]) -> Stream[U]:
     """Apply ``func`` to every record."""
 
-    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, U]:
-        def logic(inp: OperatorInput[T], out: OperatorOutput[U]) -> None:
-            for cap, data in inp:
-                out.give_batch(cap, [func(x) for x in data])
-
-        return logic
-
     def fuse(time: object, data: list[T]) -> list[U]:
         return [func(x) for x in data]
 
-    return fusible_unary(stream, "Map", constructor, fuse)
+    return fusible_unary(stream, "Map", fuse)
 
 
 @stream_method
 def flat_map(stream: Stream[T], func: Callable[[T], Iterable[U]]) -> Stream[U]:
     """Replace every record by the items of the iterable ``func`` returns for it."""
 
-    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, U]:
-        def logic(inp: OperatorInput[T], out: OperatorOutput[U]) -> None:
-            for cap, data in inp:
-                out.give_batch(cap, [y for x in data for y in func(x)])
-
-        return logic
-
     def fuse(time: object, data: list[T]) -> list[U]:
         return [y for x in data for y in func(x)]
 
-    return fusible_unary(stream, "FlatMap", constructor, fuse)
+    return fusible_unary(stream, "FlatMap", fuse)
 
 
 @stream_method
