@@ -229,9 +229,6 @@ class MutableAntichain(Generic[T]):
         le = self._le
         if le is None:
             return False
-        if le is _INT_LE:
-            f = self._frontier
-            return bool(f) and f[0] < time
         return any(le(f, time) and f != time for f in self._frontier)
 
     def less_equal(self, time: Any) -> bool:
@@ -239,9 +236,6 @@ class MutableAntichain(Generic[T]):
         le = self._le
         if le is None:
             return False
-        if le is _INT_LE:
-            f = self._frontier
-            return bool(f) and f[0] <= time
         return any(le(f, time) for f in self._frontier)
 
     def count_for(self, time: Any) -> int:
@@ -264,8 +258,6 @@ class MutableAntichain(Generic[T]):
         update strictly beyond some frontier element cannot, and neither can a
         decrement at a time no frontier element is ``<=``.
         """
-        if self._le is _INT_LE:
-            return self._update_iter_int(updates)
         counts = self._counts
         # Any: when the first time seen is an int, the branch below compares with ``<``.
         frontier: list[Any] = self._frontier
@@ -277,6 +269,9 @@ class MutableAntichain(Generic[T]):
                 if le is None:
                     le = self._le = less_equal_fn(time)
                     kind = self._kind = type(time)
+                    if le is _INT_LE:
+                        # From the next call on, the int methods (this call goes on here).
+                        self.__class__ = _IntMutableAntichain
                 else:
                     raise _wrong_kind(kind, time)  # type: ignore[arg-type]
             if not rebuild:
@@ -309,77 +304,9 @@ class MutableAntichain(Generic[T]):
             return self._rebuild()
         return []
 
-    def _update_iter_int(self, updates: Iterable[tuple[Any, int]]) -> list[tuple[Any, int]]:
-        """:meth:`update_iter` for ``int`` times, whose frontier is their least positive time."""
-        counts: dict[Any, int] = self._counts
-        frontier: list[Any] = self._frontier
-        old = frontier[0] if frontier else None
-        below: list[int] = []  # updated times at or below the old minimum
-        for time, diff in updates:
-            if type(time) is not int:
-                raise _wrong_kind(int, time)
-            total = counts.get(time, 0) + diff
-            if total:
-                counts[time] = total
-            else:
-                counts.pop(time, None)
-            if old is None or time <= old:
-                below.append(time)
-        if not below:
-            return []
-        if old is not None and counts.get(old, 0) > 0:
-            new = old
-            for time in below:
-                if time < new and counts.get(time, 0) > 0:
-                    new = time
-        else:
-            new = None
-            for time, count in counts.items():
-                if count > 0 and (new is None or time < new):
-                    new = time
-        if new == old:
-            return []
-        if new is None:
-            frontier.clear()
-            return [(old, -1)]
-        if old is None:
-            frontier.append(new)
-            return [(new, 1)]
-        frontier[0] = new
-        return [(old, -1), (new, 1)] if old < new else [(new, 1), (old, -1)]
-
     def update(self, time: T, diff: int) -> list[tuple[T, int]]:
-        """Apply one update; return the frontier's changes.
-
-        Equivalent to ``update_iter([(time, diff)])``, but for ``int`` times it
-        decides every case without scanning the counts, except when the last
-        count of the frontier element goes away.
-        """
-        if self._le is not _INT_LE or type(time) is not int:
-            return self.update_iter(((time, diff),))
-        counts = self._counts
-        total = counts.get(time, 0) + diff
-        if total:
-            counts[time] = total
-        else:
-            counts.pop(time, None)
-        frontier: list[Any] = self._frontier  # int times (checked above)
-        if not frontier:
-            if total > 0:  # no positive count existed, so this is the minimum
-                frontier.append(time)
-                return [(time, 1)]
-            return []
-        f = frontier[0]
-        if f < time:
-            return []
-        if time < f:
-            if diff > 0 and total > 0:
-                frontier[0] = time
-                return [(time, 1), (f, -1)]
-            return []
-        if total > 0:  # the frontier element keeps a positive count
-            return []
-        return self._rebuild()
+        """Apply one update; return the frontier's changes (``update_iter([(time, diff)])``)."""
+        return self.update_iter(((time, diff),))
 
     def _rebuild(self) -> list[tuple[T, int]]:
         old: list[Any] = self._frontier
@@ -423,3 +350,96 @@ class MutableAntichain(Generic[T]):
 
     def __repr__(self) -> str:
         return f"MutableAntichain(frontier={self._frontier!r}, counts={self._counts!r})"
+
+
+class _IntMutableAntichain(MutableAntichain[Any]):
+    """A :class:`MutableAntichain` of ``int`` times, whose frontier is their least positive time.
+
+    A :class:`MutableAntichain` becomes one when the first time it sees is an
+    ``int``, so the hot paths of the progress tracker (almost always over
+    integer epochs) run these methods without dispatching on the kind.
+    """
+
+    __slots__ = ()
+
+    def update_iter(self, updates: Iterable[tuple[Any, int]]) -> list[tuple[Any, int]]:
+        """Apply ``(time, diff)`` updates; return the changes of the least positive time."""
+        counts: dict[Any, int] = self._counts
+        frontier: list[Any] = self._frontier
+        old = frontier[0] if frontier else None
+        below: list[int] = []  # updated times at or below the old minimum
+        for time, diff in updates:
+            if type(time) is not int:
+                raise _wrong_kind(int, time)
+            total = counts.get(time, 0) + diff
+            if total:
+                counts[time] = total
+            else:
+                counts.pop(time, None)
+            if old is None or time <= old:
+                below.append(time)
+        if not below:
+            return []
+        if old is not None and counts.get(old, 0) > 0:
+            new = old
+            for time in below:
+                if time < new and counts.get(time, 0) > 0:
+                    new = time
+        else:
+            new = None
+            for time, count in counts.items():
+                if count > 0 and (new is None or time < new):
+                    new = time
+        if new == old:
+            return []
+        if new is None:
+            frontier.clear()
+            return [(old, -1)]
+        if old is None:
+            frontier.append(new)
+            return [(new, 1)]
+        frontier[0] = new
+        return [(old, -1), (new, 1)] if old < new else [(new, 1), (old, -1)]
+
+    def update(self, time: T, diff: int) -> list[tuple[T, int]]:
+        """Apply one update; return the frontier's changes.
+
+        Equivalent to ``update_iter([(time, diff)])``, deciding every case
+        without scanning the counts, except when the last count of the
+        frontier element goes away.
+        """
+        if type(time) is not int:
+            raise _wrong_kind(int, time)
+        counts = self._counts
+        total = counts.get(time, 0) + diff
+        if total:
+            counts[time] = total
+        else:
+            counts.pop(time, None)
+        frontier: list[Any] = self._frontier
+        if not frontier:
+            if total > 0:  # no positive count existed, so this is the minimum
+                frontier.append(time)
+                return [(time, 1)]
+            return []
+        f = frontier[0]
+        if f < time:
+            return []
+        if time < f:
+            if diff > 0 and total > 0:
+                frontier[0] = time
+                return [(time, 1), (f, -1)]
+            return []
+        if total > 0:  # the frontier element keeps a positive count
+            return []
+        return self._rebuild()
+
+    def less_than(self, time: Any) -> bool:
+        """Return whether some frontier element is strictly less than ``time``."""
+        f = self._frontier
+        return bool(f) and f[0] < time
+
+    def less_equal(self, time: Any) -> bool:
+        """Return whether some frontier element is ``<=`` ``time``."""
+        f = self._frontier
+        return bool(f) and f[0] <= time
