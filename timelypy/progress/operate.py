@@ -14,7 +14,9 @@ collects their progress.  Everything it needs from a child is on
   (:class:`FrontierInterest`);
 * its progress since the last extraction, as three lists of
   ``{time: count}`` dicts: messages ``consumeds`` per input, capability
-  changes ``internals`` per output, messages ``produceds`` per output;
+  changes ``internals`` per output, messages ``produceds`` per output
+  (the scope empties them in place and may keep them: the same dicts for
+  the child's lifetime);
 * ``initial_internals``: the capabilities it holds when the dataflow starts
   (an ordinary operator holds one per output *per worker*, counted without
   communication; each worker's release is then exchanged);

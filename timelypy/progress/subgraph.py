@@ -160,6 +160,8 @@ class Subgraph(Operate):
         self.fused_dirty: list[int] = []
         self._final: dict[tuple[int, int, int, Any], int] = {}
         self._direct = False
+        #: A direct scope's per-child extraction plan (:meth:`_extract_direct`).
+        self._slots: list[list[_Slot]] = []
         self._child_edges: list[list[list[tuple[int, int]]]] = []
         self._output_capabilities: list[MutableAntichain[Any]] = []
         self._shut_down: list[bool] = []
@@ -319,6 +321,11 @@ class Subgraph(Operate):
         self.stats: list[list[Any]] = [[0, 0, 0, 0.0] for _ in children]
         #: How often this scope ran (its children count their own activations).
         self.rounds = 0
+        if self._direct:
+            self._slots = [
+                _slots_of(child, index, self._child_edges[index]) if child is not None else []
+                for index, child in enumerate(children)
+            ]
         for index in range(1, len(children)):
             child = children[index]
             child.set_input_frontiers([port.implications for port in per_operator[index].targets])
@@ -430,7 +437,7 @@ class Subgraph(Operate):
                 for index in sorted(reported):
                     child = children[index]
                     if self._direct:
-                        self._extract_direct(child, index)  # type: ignore[arg-type]
+                        self._extract_direct(index)
                     else:
                         self._extract(child, index, self._local if child.local else self._final)  # type: ignore[arg-type,union-attr]
             while heap:
@@ -505,9 +512,9 @@ class Subgraph(Operate):
         dirty = self.fused_dirty
         children = self.children
         if self._direct:
-            self._extract_direct(child, index)
+            self._extract_direct(index)
             for member in dirty:
-                self._extract_direct(children[member], member)  # type: ignore[arg-type]
+                self._extract_direct(member)
         else:
             into = self._local if child.local else self._final
             self._extract(child, index, into)
@@ -585,37 +592,43 @@ class Subgraph(Operate):
                     if tnode:
                         self.activate_child(tnode)
 
-    def _extract_direct(self, child: Operate, index: int) -> None:
+    def _extract_direct(self, index: int) -> None:
         """:meth:`_extract` for a direct scope: the counts go into the tracker's buffers.
 
         The same changes :meth:`_extract` puts in the batch, which a lone
         worker would deliver to itself and apply before propagating; here
         they skip the batch.  Node 0 never appears: a root scope has no
-        inputs or outputs.
+        inputs or outputs.  Each of the child's count dicts is one
+        :data:`_Slot`, made when the scope was built.  A time whose change
+        comes to nothing (a message produced and consumed in one pass) is
+        dropped, and so is a port left with none.
         """
         tracker: Tracker = self.tracker  # type: ignore[assignment]
+        buffers = (tracker._target_changes, tracker._source_changes)
         stats = self.stats[index]
-        targets = tracker._target_changes
-        for port, counts in enumerate(child.consumeds):
-            if counts:
-                _add_counts(targets, (index, port), counts, -1)
-                stats[1] += sum(counts.values())
-                counts.clear()
-        for port, counts in enumerate(child.internals):
-            if counts:
-                _add_counts(tracker._source_changes, (index, port), counts, 1)
-                counts.clear()
-        edges = self._child_edges[index]
-        for port, counts in enumerate(child.produceds):
-            if counts:
-                edge_targets = edges[port]
-                stats[2] += sum(counts.values())
-                for key in edge_targets:
-                    _add_counts(targets, key, counts, 1)
-                counts.clear()
-                # Readers of what was produced run later in this pass (or next step).
-                for tnode, _ in edge_targets:
-                    self.activate_child(tnode)
+        for counts, kind, keys, sign, stat, readers in self._slots[index]:
+            if not counts:
+                continue
+            into = buffers[kind]
+            for key in keys:
+                buffered = into.get(key)
+                if buffered is None:
+                    into[key] = dict(counts) if sign > 0 else {t: -n for t, n in counts.items()}
+                    continue
+                for time, n in counts.items():
+                    total = buffered.get(time, 0) + sign * n
+                    if total:
+                        buffered[time] = total
+                    else:
+                        buffered.pop(time, None)
+                if not buffered:
+                    del into[key]
+            if stat:
+                stats[stat] += sum(counts.values())
+            counts.clear()
+            # Readers of what was produced run later in this pass (or next step).
+            for tnode in readers:
+                self.activate_child(tnode)
 
     def _accept_frontier(self) -> None:
         to_inner = self.refinement.to_inner  # type: ignore[union-attr]
@@ -761,29 +774,26 @@ class Subgraph(Operate):
         return result
 
 
-def _add_counts(
-    buffers: dict[tuple[int, int], dict[Any, int]],
-    key: tuple[int, int],
-    counts: dict[Any, int],
-    sign: int,
-) -> None:
-    """Add ``sign`` times ``counts`` to the tracker's buffered changes at port ``key``.
+#: One count dict of a child, as a direct scope extracts it: ``(counts, kind, keys,
+#: sign, stat, readers)`` -- the tracker buffer it goes to (0: targets, 1:
+#: sources) at each of ``keys`` times ``sign``, the ``stats`` entry counting its
+#: records (0: none) and the children that read what it counts as produced.
+_Slot = tuple[dict[Any, int], int, tuple[tuple[int, int], ...], int, int, tuple[int, ...]]
 
-    A time whose change comes to nothing (a message produced and consumed in
-    one pass) is dropped, and so is a port left with none.
-    """
-    buffered = buffers.get(key)
-    if buffered is None:
-        buffers[key] = dict(counts) if sign > 0 else {time: -n for time, n in counts.items()}
-        return
-    for time, n in counts.items():
-        total = buffered.get(time, 0) + sign * n
-        if total:
-            buffered[time] = total
-        else:
-            buffered.pop(time, None)
-    if not buffered:
-        del buffers[key]
+
+def _slots_of(child: Operate, index: int, edges: list[list[tuple[int, int]]]) -> list[_Slot]:
+    """The :data:`_Slot` of each of ``child``'s count dicts: consumed, held, then produced."""
+    slots: list[_Slot] = [
+        (counts, 0, ((index, port),), -1, 1, ()) for port, counts in enumerate(child.consumeds)
+    ]
+    slots.extend(
+        (counts, 1, ((index, port),), 1, 0, ()) for port, counts in enumerate(child.internals)
+    )
+    slots.extend(
+        (counts, 0, tuple(edges[port]), 1, 2, tuple(tnode for tnode, _ in edges[port]))
+        for port, counts in enumerate(child.produceds)
+    )
+    return slots
 
 
 def _keep_held(held: dict[Any, int], changes: dict[Any, int]) -> None:
