@@ -114,6 +114,10 @@ def test_mutable_antichain_rejects_mixed_types_without_changing_state():
     m = MutableAntichain.from_elem(1)
     with pytest.raises(TimestampError):
         m.update_iter([(Product(0, 0), 1)])
+    with pytest.raises(TimestampError):
+        m.update(Product(0, 0), 1)
+    with pytest.raises(TimestampError):
+        m.update("1", 1)
     assert m.frontier() == (1,) and m.count_for(1) == 1
 
 
