@@ -258,43 +258,39 @@ class MutableAntichain(Generic[T]):
         update strictly beyond some frontier element cannot, and neither can a
         decrement at a time no frontier element is ``<=``.
         """
-        counts = self._counts
-        # Any: when the first time seen is an int, the branch below compares with ``<``.
-        frontier: list[Any] = self._frontier
         le = self._le
+        if le is None:
+            # The first times seen fix the kind; ints take the int methods from now on.
+            updates = list(updates)
+            if not updates:
+                return []
+            first = updates[0][0]
+            le = self._le = less_equal_fn(first)
+            self._kind = type(first)
+            if le is _INT_LE:
+                self.__class__ = _IntMutableAntichain
+                return self.update_iter(updates)
+        counts = self._counts
+        frontier: list[Any] = self._frontier
         kind = self._kind
         rebuild = False
         for time, diff in updates:
             if type(time) is not kind:
-                if le is None:
-                    le = self._le = less_equal_fn(time)
-                    kind = self._kind = type(time)
-                    if le is _INT_LE:
-                        # From the next call on, the int methods (this call goes on here).
-                        self.__class__ = _IntMutableAntichain
-                else:
-                    raise _wrong_kind(kind, time)  # type: ignore[arg-type]
+                raise _wrong_kind(kind, time)  # type: ignore[arg-type]
             if not rebuild:
-                if le is _INT_LE:
-                    if frontier:
-                        f = frontier[0]
-                        rebuild = not (f < time or (diff < 0 and time < f))
-                    else:
-                        rebuild = diff > 0
-                else:
-                    try:
-                        beyond = False
-                        before = True
-                        for f in frontier:
-                            # le is set: it was learned from the first time, whose type all share.
-                            if le(f, time):  # type: ignore[misc]
-                                before = False
-                                if f != time:
-                                    beyond = True
-                                    break
-                    except TypeError as exc:
-                        raise _cannot_compare([time, *frontier], exc) from exc
-                    rebuild = not (beyond or (diff < 0 and before))
+                try:
+                    beyond = False
+                    before = True
+                    for f in frontier:
+                        # le was learned from the first time, whose type all share.
+                        if le(f, time):
+                            before = False
+                            if f != time:
+                                beyond = True
+                                break
+                except TypeError as exc:
+                    raise _cannot_compare([time, *frontier], exc) from exc
+                rebuild = not (beyond or (diff < 0 and before))
             total = counts.get(time, 0) + diff
             if total:
                 counts[time] = total
@@ -312,25 +308,9 @@ class MutableAntichain(Generic[T]):
         old: list[Any] = self._frontier
         counts: dict[Any, int] = self._counts  # times are ordered by ``<`` here
         le = self._le
-        if le is _INT_LE:
-            new_min: Any = None
-            for t, c in counts.items():
-                if c > 0 and (new_min is None or t < new_min):
-                    new_min = t
-            new = [] if new_min is None else [new_min]
-            if old == new:
-                return []
-            self._frontier = new
-            if not old:
-                return [(new_min, 1)]
-            if not new:
-                return [(old[0], -1)]
-            if old[0] < new_min:
-                return [(old[0], -1), (new_min, 1)]
-            return [(new_min, 1), (old[0], -1)]
         try:
             positive = sorted(t for t, c in counts.items() if c > 0)
-            new = []
+            new: list[Any] = []
             for t in positive:
                 for f in new:
                     if le(f, t):  # type: ignore[misc]
@@ -433,6 +413,24 @@ class _IntMutableAntichain(MutableAntichain[Any]):
         if total > 0:  # the frontier element keeps a positive count
             return []
         return self._rebuild()
+
+    def _rebuild(self) -> list[tuple[Any, int]]:
+        old: list[Any] = self._frontier
+        new_min: Any = None
+        for t, c in self._counts.items():
+            if c > 0 and (new_min is None or t < new_min):
+                new_min = t
+        new = [] if new_min is None else [new_min]
+        if old == new:
+            return []
+        self._frontier = new
+        if not old:
+            return [(new_min, 1)]
+        if not new:
+            return [(old[0], -1)]
+        if old[0] < new_min:
+            return [(old[0], -1), (new_min, 1)]
+        return [(new_min, 1), (old[0], -1)]
 
     def less_than(self, time: Any) -> bool:
         """Return whether some frontier element is strictly less than ``time``."""
