@@ -333,7 +333,8 @@ class Subgraph(Operate):
                 for time, diff in counts.items():
                     key = (index, 1, output, time)
                     final[key] = final.get(key, 0) + diff
-            self.held[index] = child.initial_held()
+            if not self._direct:
+                self.held[index] = child.initial_held()
         self._finalized = True
         tracker.report_only(
             Location.new_target(index, port)
@@ -435,10 +436,10 @@ class Subgraph(Operate):
                 self._reported = set()
                 children = self.children
                 for index in sorted(reported):
-                    child = children[index]
                     if self._direct:
                         self._extract_direct(index)
                     else:
+                        child = children[index]
                         self._extract(child, index, self._local if child.local else self._final)  # type: ignore[arg-type,union-attr]
             while heap:
                 index = heapq.heappop(heap)
@@ -510,12 +511,12 @@ class Subgraph(Operate):
                         logger.log(ShutdownEvent((*self.path, index)))
         # Then the fused operators that ran inside this activation (timelypy.dataflow.fusion).
         dirty = self.fused_dirty
-        children = self.children
         if self._direct:
             self._extract_direct(index)
             for member in dirty:
                 self._extract_direct(member)
         else:
+            children = self.children
             into = self._local if child.local else self._final
             self._extract(child, index, into)
             for member in dirty:
