@@ -154,6 +154,9 @@ class Registry:
     def __init__(self, start: float | None = None) -> None:
         self._start = time.perf_counter() if start is None else start
         self._loggers: dict[str, Logger] = {}
+        #: The subscribed loggers by stream name: the registry's own dict, read-only
+        #: to others, so a worker's step can test it without a call.
+        self.subscribed: dict[str, Logger] = self._loggers
 
     def insert(self, name: str, action: Action) -> Logger:
         """Subscribe ``action`` to stream ``name`` (replacing any previous subscriber)."""

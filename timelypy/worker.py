@@ -74,6 +74,7 @@ class Worker:
         self._channels: dict[int, Operate] = {}
         self._inputs: list[Closable] = []
         self._registry = Registry()
+        self._subscribed = self._registry.subscribed
         self._last_activity = time.monotonic()
         # delayed activations: (deadline, sequence, activate), a heap
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
@@ -216,11 +217,11 @@ class Worker:
     def step_or_park(self, timeout: float | None = None) -> bool:
         """Do one round of work, first waiting up to ``timeout`` s if there is none."""
         allocator = self._allocator
-        allocator.check()
         receive = self._receive
         if receive is not None:
+            allocator.check()
             receive()
-        events = allocator.take_events()
+        events = allocator.poll()
         if events:
             self._deliver(events)
         if self._timers:
@@ -257,7 +258,7 @@ class Worker:
                     self._log_shutdown(subgraph.path)
         if self._release is not None:
             self._release()
-        if self._registry:
+        if self._subscribed:
             self._registry.flush()
         return bool(self._dataflows)
 

@@ -62,6 +62,11 @@ class Allocator:
         """Return (and forget) the channels that received messages since the last call."""
         raise NotImplementedError
 
+    def poll(self) -> list[int]:
+        """:meth:`check`, then :meth:`take_events`: what a worker's step does first, in one call."""
+        self.check()
+        return self.take_events()
+
     def await_events(self, timeout: float | None) -> None:
         """Block until a message arrives, the computation aborts, or ``timeout`` passes."""
         raise NotImplementedError
@@ -137,6 +142,12 @@ class LocalMailboxes(Allocator):
         while events:
             taken.append(pop())
         return taken
+
+    def poll(self) -> list[int]:
+        """:meth:`check`, then :meth:`take_events`, without a call when nothing failed."""
+        if self.shared.failure is not None:
+            self.check()
+        return self.take_events() if self._events else []
 
     def abort(self, reason: BaseException) -> None:
         """Record this worker's failure and wake the others."""

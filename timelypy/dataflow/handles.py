@@ -48,6 +48,7 @@ __all__ = [
     "Session",
     "BUFFER_SIZE",
     "batchwise_logic",
+    "owner_send",
 ]
 
 T = TypeVar("T")
@@ -399,6 +400,18 @@ class OperatorOutput(Generic[T]):
 
     def __repr__(self) -> str:
         return f"OperatorOutput({self._op.name!r}, port={self._index})"
+
+
+def owner_send(output: OperatorOutput[T]) -> Callable[[Any, list[T]], None]:
+    """``output``'s send without a capability check: ``send(time, records)``.
+
+    For a source that holds its own capability for good and keeps the time
+    it sends at equal to the capability's (an
+    :class:`~timelypy.dataflow.input.InputHandle`): checking on every batch
+    would ask what the holder already knows.  Records sent outside an
+    activation are reported to the scope as by :meth:`OperatorOutput.give_batch`.
+    """
+    return output._send
 
 
 def batchwise_logic(

@@ -28,10 +28,12 @@ through one worker's handle start on that worker.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.extension import scope_method
+from timelypy.dataflow.handles import owner_send
 from timelypy.dataflow.scope import Scope
 from timelypy.errors import InputError
 from timelypy.order import U64_MAX, check_timestamp, less_equal
@@ -64,6 +66,8 @@ class InputHandle(Generic[T]):
         self._buffer: list[T] = []
         # (output, capability) per stream this handle feeds
         self._targets: list[tuple[OperatorOutput[T], Capability]] = []
+        # each target's output's send, which the handle's capability always allows
+        self._senders: list[Callable[[Any, list[T]], None]] = []
         self._closed = False
 
     @property
@@ -106,6 +110,7 @@ class InputHandle(Generic[T]):
         elif self._time != cap.time:
             cap.downgrade(self._time)
         self._targets.append((output, cap))
+        self._senders.append(owner_send(output))
         scope.worker.register_input(self)
         return stream
 
@@ -143,10 +148,16 @@ class InputHandle(Generic[T]):
             self._push(records)
 
     def _push(self, records: list[T]) -> None:
-        targets = self._targets
-        last = len(targets) - 1
-        for i, (output, cap) in enumerate(targets):
-            output.give_batch(cap, records if i == last else list(records))
+        # Straight to each output: the handle's own retained capabilities, all at
+        # ``self._time`` and released only by close(), always allow the send.
+        senders = self._senders
+        time = self._time
+        if len(senders) == 1:
+            senders[0](time, records)
+            return
+        last = len(senders) - 1
+        for i, send in enumerate(senders):
+            send(time, records if i == last else list(records))
 
     def advance_to(self, time: Any) -> None:
         """Move to ``time``: no more records at earlier times will be sent."""
@@ -171,7 +182,10 @@ class InputHandle(Generic[T]):
                     f"cannot advance the input handle from {self._time!r} back to {time!r}: "
                     "an input's time only moves forward"
                 )
-        self.flush()
+        if self._buffer:
+            records = self._buffer
+            self._buffer = []
+            self._push(records)
         for _, cap in self._targets:
             cap.downgrade(time)
         self._time = time

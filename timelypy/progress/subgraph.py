@@ -259,6 +259,8 @@ class Subgraph(Operate):
         #: every worker" would only come straight back, so children's counts go
         #: directly into the tracker's buffered changes (:meth:`_extract_direct`).
         self._direct = self.refinement is None and self.peers == 1 and not progcaster.logging
+        if self._direct:
+            self.schedule = self._schedule_direct  # type: ignore[method-assign]
 
         if self.refinement is not None:
             summarize = self.refinement.summarize
@@ -415,45 +417,11 @@ class Subgraph(Operate):
         if self.refinement is not None:
             self._accept_frontier()
             self._harvest_inputs()
-        if not self._direct:
-            # (A direct scope receives nothing, and each of its passes applies what
-            # it extracted: nothing is waiting here.)
-            assert self.progcaster is not None
-            self.progcaster.recv(self._final)
-            self._propagate_pointstamps()
-
-        heap = self._active_heap
-        if self._pending:
-            heap.extend(self._pending)
-            self._pending = set()
-            heapq.heapify(heap)
-        self._marked = False
-        previous = 0
-        self.scheduling = True
-        try:
-            if self._reported:
-                reported = self._reported
-                self._reported = set()
-                children = self.children
-                for index in sorted(reported):
-                    if self._direct:
-                        self._extract_direct(index)
-                    else:
-                        child = children[index]
-                        self._extract(child, index, self._local if child.local else self._final)  # type: ignore[arg-type,union-attr]
-            while heap:
-                index = heapq.heappop(heap)
-                if index > previous:
-                    self._current = index
-                    self._activate_child(index)
-                    previous = index
-        finally:
-            self.scheduling = False
-            self._current = 0
-            heap.clear()
-
+        assert self.progcaster is not None
+        self.progcaster.recv(self._final)
+        self._propagate_pointstamps()
+        self._run_children()
         if self._local:
-            assert self.progcaster is not None
             if self.peers == 1:
                 # Broadcasting to every worker means delivering to this one.
                 self.progcaster.deliver_to_self(self._local, self._final)
@@ -468,7 +436,7 @@ class Subgraph(Operate):
                     self.progcaster.send(self._local, self._final)
                     self._local = {}
                 # else keep accumulating: nothing in the batch can advance a frontier yet
-        if self._final or self._direct:
+        if self._final:
             # Children this activates have the scope scheduled again (activate_child).
             self._propagate_pointstamps()
         # Children activated by the last propagation (say, by their inputs'
@@ -476,6 +444,58 @@ class Subgraph(Operate):
         if self._incomplete_count > 0 or self._pending:
             return True
         return self.tracker.tracking_anything()  # type: ignore[union-attr]
+
+    def _schedule_direct(self) -> bool:
+        """:meth:`schedule` of a direct scope, which has no batch to receive or send.
+
+        Its children's counts went straight into the tracker's buffers as
+        they were extracted, so one propagation at the end of the pass
+        applies them all (and leaves the buffers empty).
+        """
+        self.rounds += 1
+        self._run_children()
+        tracker: Tracker = self.tracker  # type: ignore[assignment]
+        if tracker._target_changes or tracker._source_changes:
+            # Children this activates have the scope scheduled again (activate_child).
+            self._propagate_pointstamps()
+        if self._incomplete_count > 0 or self._pending:
+            return True
+        return tracker._total_counts > 0
+
+    def _run_children(self) -> None:
+        """Take the counts of the children that reported, then run the activated ones in order."""
+        # Activations before the children run are consumed by this very pass.
+        self._marked = True
+        heap = self._active_heap
+        pending = self._pending
+        if pending:
+            heap.extend(pending)
+            self._pending = set()
+            if len(heap) > 1:
+                heapq.heapify(heap)
+        self._marked = False
+        previous = 0
+        self.scheduling = True
+        try:
+            reported = self._reported
+            if reported:
+                self._reported = set()
+                for index in reported if len(reported) == 1 else sorted(reported):
+                    if self._direct:
+                        self._extract_direct(index)
+                    else:
+                        child: Operate = self.children[index]  # type: ignore[assignment]
+                        self._extract(child, index, self._local if child.local else self._final)
+            while heap:
+                index = heapq.heappop(heap)
+                if index > previous:
+                    self._current = index
+                    self._activate_child(index)
+                    previous = index
+        finally:
+            self.scheduling = False
+            self._current = 0
+            heap.clear()
 
     def _activate_child(self, index: int) -> None:
         child: Operate = self.children[index]  # type: ignore[assignment]
@@ -503,12 +523,16 @@ class Subgraph(Operate):
             self._incomplete[index] = incomplete
         if not incomplete and not self._shut_down[index]:
             state = self._states[index]
-            if state.cap_counts == 0 and _all_empty(state.targets):
-                if _all_pointstamps_empty(state.sources):
-                    self._shut_down[index] = True
-                    child.shut_down()
-                    if logger is not None:
-                        logger.log(ShutdownEvent((*self.path, index)))
+            if state.cap_counts == 0:
+                for port in state.targets:
+                    if port.implications._frontier:
+                        break  # an input may still receive records (the usual case)
+                else:
+                    if _all_pointstamps_empty(state.sources):
+                        self._shut_down[index] = True
+                        child.shut_down()
+                        if logger is not None:
+                            logger.log(ShutdownEvent((*self.path, index)))
         # Then the fused operators that ran inside this activation (timelypy.dataflow.fusion).
         dirty = self.fused_dirty
         if self._direct:
@@ -687,7 +711,7 @@ class Subgraph(Operate):
         if self._share_later:
             self._join_frontiers()
 
-        pushed = tracker._drain_pushed()
+        pushed = tracker._drain_pushed() if tracker._pushed else None
         if pushed:
             children = self.children
             for (node, _, port, time), diff in pushed:
@@ -701,7 +725,7 @@ class Subgraph(Operate):
                 sinks = child.frontier_changes
                 if sinks is not None:
                     sinks[port].append((time, diff))
-        emptied = tracker.drain_emptied()
+        emptied = tracker.drain_emptied() if tracker._emptied else None
         if emptied:
             # A child whose inputs closed and which holds nothing runs once more, to shut down.
             for node in set(emptied):
