@@ -220,6 +220,11 @@ class Worker:
         receive = self._receive
         if receive is not None:
             allocator.check()
+            release = self._release
+            if release is not None:
+                # What the program sent since the last step (an input handle's batch
+                # for another process) leaves now, not after this step's work.
+                release()
             receive()
         events = allocator.poll()
         if events:

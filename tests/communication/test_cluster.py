@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from zmq.utils import z85
 
 import timelypy
-from tests.communication.cluster_scripts import pipeline, wordcount
+from tests.communication.cluster_scripts import early_send, pipeline, wordcount
 from tests.communication.cluster_scripts.epochs import RECORDS_PER_EPOCH
 from tests.communication.cluster_scripts.harness import (
     ROOT,
@@ -137,6 +137,21 @@ def test_wordcount_matches_one_worker_and_counter(tmp_path: Path) -> None:
     assert cluster_counts == expected
     assert single_counts == expected
     assert any(not word.isascii() for _e, word, _c in expected)  # UTF-8 words were routed too
+
+
+def test_a_sent_batch_leaves_before_the_steps_work(tmp_path: Path) -> None:
+    # Worker 0 sends a record to worker 1, then takes a step in which another operator of
+    # the dataflow sleeps 2 s: the record must reach worker 1 during that step, because
+    # what the program sent leaves when the step starts (not when its work is done).
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    launch_ok("-n", "2", "-w", "1", script("early_send"), str(out_dir), marker=str(tmp_path))
+    times = read_results(out_dir)
+    step_started, step_ended = times[0]["step_started"], times[0]["step_ended"]
+    arrived = times[1]["arrived"]
+    assert step_ended - step_started >= early_send.SLOW_SECONDS * 0.9, times
+    assert arrived is not None, times
+    assert step_started <= arrived < step_ended, times
 
 
 def _leaf() -> st.SearchStrategy[list[Any]]:
