@@ -153,23 +153,22 @@ class Registry:
 
     def __init__(self, start: float | None = None) -> None:
         self._start = time.perf_counter() if start is None else start
-        self._loggers: dict[str, Logger] = {}
-        #: The subscribed loggers by stream name: the registry's own dict, read-only
-        #: to others, so a worker's step can test it without a call.
-        self.subscribed: dict[str, Logger] = self._loggers
+        #: The subscribed loggers by stream name (read-only to others: a worker's
+        #: step tests it without a call).
+        self.subscribed: dict[str, Logger] = {}
 
     def insert(self, name: str, action: Action) -> Logger:
         """Subscribe ``action`` to stream ``name`` (replacing any previous subscriber)."""
-        old = self._loggers.get(name)
+        old = self.subscribed.get(name)
         if old is not None:
             old.flush()
             old.closed = True
-        logger = self._loggers[name] = Logger(action, self._start)
+        logger = self.subscribed[name] = Logger(action, self._start)
         return logger
 
     def remove(self, name: str) -> Logger | None:
         """Unsubscribe from stream ``name``; return its logger (flushed), if any."""
-        logger = self._loggers.pop(name, None)
+        logger = self.subscribed.pop(name, None)
         if logger is not None:
             logger.flush()
             logger.closed = True
@@ -177,13 +176,13 @@ class Registry:
 
     def get(self, name: str) -> Logger | None:
         """The logger of stream ``name``, or ``None`` if nobody subscribed."""
-        return self._loggers.get(name)
+        return self.subscribed.get(name)
 
     def __bool__(self) -> bool:
         """Whether any stream has a subscriber."""
-        return bool(self._loggers)
+        return bool(self.subscribed)
 
     def flush(self) -> None:
         """Deliver every buffered event."""
-        for logger in self._loggers.values():
+        for logger in self.subscribed.values():
             logger.flush()

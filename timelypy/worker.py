@@ -74,7 +74,6 @@ class Worker:
         self._channels: dict[int, Operate] = {}
         self._inputs: list[Closable] = []
         self._registry = Registry()
-        self._subscribed = self._registry.subscribed
         self._last_activity = time.monotonic()
         # delayed activations: (deadline, sequence, activate), a heap
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
@@ -263,7 +262,7 @@ class Worker:
                     self._log_shutdown(subgraph.path)
         if self._release is not None:
             self._release()
-        if self._subscribed:
+        if self._registry.subscribed:
             self._registry.flush()
         return bool(self._dataflows)
 

@@ -152,9 +152,6 @@ class InputHandle(Generic[T]):
         # ``self._time`` and released only by close(), always allow the send.
         senders = self._senders
         time = self._time
-        if len(senders) == 1:
-            senders[0](time, records)
-            return
         last = len(senders) - 1
         for i, send in enumerate(senders):
             send(time, records if i == last else list(records))
@@ -182,10 +179,7 @@ class InputHandle(Generic[T]):
                     f"cannot advance the input handle from {self._time!r} back to {time!r}: "
                     "an input's time only moves forward"
                 )
-        if self._buffer:
-            records = self._buffer
-            self._buffer = []
-            self._push(records)
+        self.flush()
         for _, cap in self._targets:
             cap.downgrade(time)
         self._time = time

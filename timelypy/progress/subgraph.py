@@ -460,7 +460,7 @@ class Subgraph(Operate):
             self._propagate_pointstamps()
         if self._incomplete_count > 0 or self._pending:
             return True
-        return tracker._total_counts > 0
+        return tracker.tracking_anything()
 
     def _run_children(self) -> None:
         """Take the counts of the children that reported, then run the activated ones in order."""
@@ -523,16 +523,12 @@ class Subgraph(Operate):
             self._incomplete[index] = incomplete
         if not incomplete and not self._shut_down[index]:
             state = self._states[index]
-            if state.cap_counts == 0:
-                for port in state.targets:
-                    if port.implications._frontier:
-                        break  # an input may still receive records (the usual case)
-                else:
-                    if _all_pointstamps_empty(state.sources):
-                        self._shut_down[index] = True
-                        child.shut_down()
-                        if logger is not None:
-                            logger.log(ShutdownEvent((*self.path, index)))
+            if state.cap_counts == 0 and _all_empty(state.targets):
+                if _all_pointstamps_empty(state.sources):
+                    self._shut_down[index] = True
+                    child.shut_down()
+                    if logger is not None:
+                        logger.log(ShutdownEvent((*self.path, index)))
         # Then the fused operators that ran inside this activation (timelypy.dataflow.fusion).
         dirty = self.fused_dirty
         if self._direct:
