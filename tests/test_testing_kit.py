@@ -259,7 +259,16 @@ def test_an_operator_that_raises_names_the_worker_and_turn():
 
     with pytest.raises(ValueError, match="unlucky") as info:
         simulate(explode, [(0, [1]), (0, [13])], workers=2, schedule=[1])
-    assert any("stepping worker 1 of 2 (schedule turn 0" in note for note in info.value.__notes__)
+    # the map is fused after the input: it runs as worker 1 feeds its batch
+    assert any("feeding worker 1 of 2 (schedule turn 0" in note for note in info.value.__notes__)
+    assert info.value.timelypy_operator == "Map"
+
+    def explode_later(stream):  # an exchange first: the map runs in worker 0's step
+        return explode(stream.exchange(lambda x: 0))
+
+    with pytest.raises(ValueError, match="unlucky") as info:
+        simulate(explode_later, [(0, [1]), (0, [13])], workers=2, schedule=[1, 0])
+    assert any("stepping worker 0 of 2 (schedule turn 1" in note for note in info.value.__notes__)
 
 
 def test_bad_arguments_are_named():

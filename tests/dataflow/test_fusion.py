@@ -151,15 +151,17 @@ def test_which_edges_fuse() -> None:
         twice = chain.map(len)  # the inspect's output has two readers: neither edge fuses
         twice.exchange(lambda x: x).map(abs).probe()
         twice.unary_notify(timelypy.Pipeline(), "Notify", [], lambda i, o, n: i.discard())
+        scope.input_from(InputHandle()).map(abs).probe()  # an input handle's operator too
 
     # the Exchange operator's own output feeds map(abs) by Pipeline: that edge fuses
     assert _edges(build) == [("ToStream", "Map"), ("Map", "Filter"), ("Filter", "Inspect"),
-                             ("Exchange", "Map"), ("Map", "Probe")]
+                             ("Exchange", "Map"), ("Map", "Probe"), ("Input", "Map"),
+                             ("Map", "Probe")]
     assert _edges(build, fuse=False) == _edges(build)  # fused_edges reports what could fuse
 
 
 def test_fused_chain_runs_in_one_activation() -> None:
-    """``map`` -> ``filter`` -> ``inspect`` after an input: only the map activates per epoch."""
+    """``map`` -> ``filter`` -> ``inspect`` after an input: no activation per epoch."""
 
     def program(worker: timelypy.Worker) -> dict[str, int]:
         handle = InputHandle()
@@ -180,12 +182,125 @@ def test_fused_chain_runs_in_one_activation() -> None:
 
     fused = timelypy.execute(Config(), program)[0]
     unfused = timelypy.execute(Config(fuse=False), program)[0]
-    # every operator runs once when the dataflow starts; fused members never again
-    assert fused["Filter"][0] == 1 and fused["Inspect"][0] == 1
+    # every operator runs once when the dataflow starts; fused members never again, and
+    # neither does the map: it is fused after the input, whose flushes run the chain
+    assert fused["Map"][0] == 1 and fused["Filter"][0] == 1 and fused["Inspect"][0] == 1
     assert unfused["Filter"][0] >= 5 and unfused["Inspect"][0] >= 5
     # records in and out are counted all the same
     assert {k: v[1:] for k, v in fused.items()} == {k: v[1:] for k, v in unfused.items()}
     assert fused["Filter"][1:] == (20, 10)
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_an_inputs_chain_runs_as_the_handle_flushes(fuse: bool) -> None:
+    """Fused after an input, the chain runs in ``advance_to``; frontiers still move in a step.
+
+    What the chain leaves for an operator it is not fused with (the
+    ``unary_frontier`` here) is counted in the same step as the input's
+    downgrade: that operator sees the batch before its frontier passes it.
+    """
+
+    def program(worker: timelypy.Worker) -> list[Any]:
+        handle = InputHandle()
+        log: list[Any] = []
+        chain: list[Any] = []
+
+        def logic(inp: Any, out: Any) -> None:
+            for cap, data in inp:
+                log.append(("batch", cap.time, list(data)))
+            log.append(("frontier", inp.frontier.frontier()))
+
+        probe = worker.dataflow(
+            lambda scope: scope.input_from(handle).map(lambda x: x * 2)
+            .inspect_time(lambda t, x: chain.append((t, x)))
+            .unary_frontier(timelypy.Pipeline(), "Later", lambda cap, info: logic).probe()
+        )
+        for epoch in range(3):
+            handle.send_batch([epoch, epoch + 10])
+            handle.advance_to(epoch + 1)
+            ran = list(chain)  # before any step
+            frontier = probe.frontier()
+            while probe.less_than(handle.time):
+                worker.step()
+            log.append(("epoch", epoch, ran, frontier, list(chain)))
+            chain.clear()
+        return log
+
+    log = timelypy.execute(Config(fuse=fuse), program)[0]
+    epochs = [entry for entry in log if entry[0] == "epoch"]
+    for epoch, ran, frontier, seen in (entry[1:] for entry in epochs):
+        assert seen == [(epoch, epoch * 2), (epoch, epoch * 2 + 20)]
+        assert ran == (seen if fuse else [])  # fused: already in advance_to
+        assert frontier == (epoch,)  # no frontier moved before the step
+    batches = [entry for entry in log if entry[0] == "batch"]
+    assert batches == [("batch", e, [2 * e, 2 * e + 20]) for e in range(3)]
+    # every batch reached the unfused operator before its frontier passed the batch's time
+    for e in range(3):
+        at = log.index(("batch", e, [2 * e, 2 * e + 20]))
+        assert all(entry[1] != (e + 1,) for entry in log[:at] if entry[0] == "frontier")
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_an_unread_batch_from_an_inputs_chain_holds_the_frontier(fuse: bool) -> None:
+    """A batch the chain leaves for an operator that does not read it yet is counted.
+
+    The ``Hold`` operator reads its input only once the program lets it, so
+    its first batch (at 0) keeps its frontier, and the probe after it, at 0.
+    """
+
+    def program(worker: timelypy.Worker) -> tuple[Any, Any]:
+        handle = InputHandle()
+        read: list[Any] = []
+        let: list[bool] = []
+
+        def logic(inp: Any, out: Any) -> None:
+            if let:  # scheduled again when the input closes
+                for cap, data in inp:
+                    read.append((cap.time, list(data)))
+
+        probe = worker.dataflow(
+            lambda scope: scope.input_from(handle).map(lambda x: x + 1)
+            .unary_frontier(timelypy.Pipeline(), "Hold", lambda cap, info: logic).probe()
+        )
+        for _ in range(3):
+            worker.step()  # every operator's first activation, before any record
+        for epoch in range(3):
+            handle.send(epoch)
+            handle.advance_to(epoch + 1)
+            for _ in range(3):
+                worker.step()
+        held = probe.frontier()
+        let.append(True)
+        handle.close()
+        while worker.step_or_park(0):
+            pass
+        return held, read
+
+    held, read = timelypy.execute(Config(fuse=fuse), program)[0]
+    assert held == (0,)
+    assert read == [(0, [1]), (1, [2]), (2, [3])]
+
+
+def test_an_error_in_an_inputs_chain_comes_from_advance_to() -> None:
+    """The map fused after an input raises in ``advance_to``, named with its worker."""
+
+    def program(worker: timelypy.Worker) -> None:
+        handle = InputHandle()
+        worker.dataflow(lambda scope: scope.input_from(handle).map(lambda x: 1 // x).probe())
+        handle.send(1)
+        handle.advance_to(1)
+        handle.send(0)
+        try:
+            handle.advance_to(2)
+        except ZeroDivisionError as exc:
+            exc.add_note("from advance_to")
+            raise
+
+    with pytest.raises(ZeroDivisionError) as info:
+        timelypy.execute(Config(), program)
+    assert info.value.timelypy_operator == "Map"  # type: ignore[attr-defined]
+    assert info.value.timelypy_worker == 0  # type: ignore[attr-defined]
+    assert "from advance_to" in info.value.__notes__
 
 
 def test_error_in_a_fused_operator_names_it() -> None:

@@ -9,8 +9,8 @@ every edge from an ordinary operator's output to a fusible operator is
 operators, a batch the producer sends along a fused edge is not queued for
 the consumer's next activation: the consumer's batch function runs on it at
 once, inside the producer's activation, and its output goes on the same way.
-So ``map(f).filter(g).inspect(h)`` after an input costs one activation per
-batch instead of three, as Flink chains operators.
+So ``map(f).filter(g).inspect(h)`` after an exchange costs one activation
+per batch instead of three, as Flink chains operators.
 
 The graph stays the one that was built -- every operator keeps its place, its
 input and output locations, its frontiers and its metrics -- and no frontier
@@ -18,9 +18,19 @@ anyone can observe changes: a fused edge carries no message count.  The
 producer's count of a batch is taken back as the consumer takes the batch,
 exactly the ``+n`` and ``-n`` that would have met in the scope's batch of
 changes had the consumer run later in the same pass, before any progress was
-propagated.  A batch sent outside the scope's scheduling pass (an input
-handle flushing, an operator's logic run from a frontier callback) takes the
-ordinary path through the consumer's queue.
+propagated.
+
+An input handle's operator is a producer like any other: what the handle
+flushes (at ``advance_to``, ``flush``, ``close``, or when its buffer fills)
+goes through the chain fused after it at once, in that call, between the
+worker's steps.  The handle holds its capability at the batch's time
+meanwhile, and whatever count the chain leaves (a batch for an operator it
+is not fused with) is reported with the input's own changes, so the next
+step propagates them together: every frontier moves as without fusion, and
+only in a step.  So ``input -> map ->
+inspect -> probe`` costs no activation per epoch.  Any other batch sent
+outside the scope's pass (an operator's logic run from a frontier
+callback) takes the ordinary path through the consumer's queue.
 
 Fusion is off while a ``"timely"`` logger is registered (every schedule and
 message event is then logged as without fusion), while per-operator timing is
@@ -50,18 +60,17 @@ BatchFn = Callable[[Any, list[Any]], Any]
 def fused_edges(subgraph: Subgraph) -> list[tuple[int, int, int]]:
     """The edges of ``subgraph`` that can be fused, as ``(producer, output, consumer)``.
 
-    The producer is an ordinary operator (not the scope boundary, not a
-    nested scope, not a passive operator such as an input handle's, which
-    only sends from outside the scope's pass) and the edge is its output's
-    only one; the consumer is a fusible operator with that edge as its only
-    input.
+    The producer is an operator (not the scope boundary, not a nested
+    scope; an input handle's passive operator is one) and the edge is its
+    output's only one; the consumer is a fusible operator with that edge as
+    its only input.
     """
     children = subgraph.children
     result = []
     for producer in range(1, len(children)):
         child = children[producer]
-        if type(child) is not LeafOperator or child.passive:
-            continue  # a passive operator (an input's) only sends from outside the pass
+        if type(child) is not LeafOperator:
+            continue
         for output, targets in enumerate(subgraph.child_edges(producer)):
             if len(targets) != 1 or child.tees[output].readers != 1:
                 continue
@@ -156,7 +165,7 @@ def _install(subgraph: Subgraph, producer: int, output: int, consumer: int, extr
     module = _subgraph
 
     def push(time: Any, records: list[Any]) -> None:
-        if not subgraph.scheduling or module.TIMING:
+        if module.TIMING or not (subgraph.scheduling or subgraph.fusing):
             queued(time, records)
             return
         n = len(records)
@@ -176,7 +185,27 @@ def _install(subgraph: Subgraph, producer: int, output: int, consumer: int, extr
         if result and out_tee is not None:
             out_produced[time] = out_produced.get(time, 0) + len(result)
             if extract:
-                dirty.append(consumer)
+                if subgraph.scheduling:
+                    dirty.append(consumer)
+                else:  # an input handle's batch, outside the pass: reported as the input is
+                    subgraph.note_changes(consumer)
             out_tee.push(time, result)
 
-    tee.replace(0, push)
+    if not head.passive:
+        tee.replace(0, push)
+        return
+
+    def push_from_input(time: Any, records: list[Any]) -> None:
+        # A passive producer (an input handle's) sends from outside the scope's pass,
+        # between steps: its batch runs through the chain now, with the fused edges
+        # further on taking it at once too.
+        if subgraph.scheduling or module.TIMING:
+            push(time, records)
+            return
+        subgraph.fusing = True
+        try:
+            push(time, records)
+        finally:
+            subgraph.fusing = False
+
+    tee.replace(0, push_from_input)

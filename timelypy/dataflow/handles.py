@@ -424,7 +424,7 @@ def batchwise_logic(
     on its own at its own time, which the operator's input may always send
     at (its summary to the output is the identity).  Used for a
     :func:`~timelypy.dataflow.operators.generic.fusible_unary` operator whose
-    producer it is not fused with (an input handle's, an exchange's).
+    producer it is not fused with (an exchange's, or any with fusion off).
     """
     queue = inp._queue
     consumed = inp._consumed

@@ -158,6 +158,9 @@ class Subgraph(Operate):
         #: Fused children (:mod:`timelypy.dataflow.fusion`) that sent along an unfused
         #: edge during the running activation; extracted when it ends.
         self.fused_dirty: list[int] = []
+        #: True while an input handle's batch runs through the chain fused after it,
+        #: outside the scope's pass (:mod:`timelypy.dataflow.fusion`).
+        self.fusing = False
         self._final: dict[tuple[int, int, int, Any], int] = {}
         self._direct = False
         #: A direct scope's per-child extraction plan (:meth:`_extract_direct`).

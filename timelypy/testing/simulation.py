@@ -188,7 +188,8 @@ def simulate(
     See the module documentation for how batches are dealt to workers and
     how ``schedule`` interleaves them; ``limit`` bounds the rounds of
     stepping after the schedule.  An operator that raises stops the run
-    with its exception (a note names the worker and turn); one that never
+    with its exception (a note names the worker and turn, and whether it was
+    feeding the inputs or stepping); one that never
     completes fails with :class:`AssertionError` naming what holds it.
 
     >>> def double(stream):
@@ -239,13 +240,18 @@ def simulate(
         )
     cursors = [0] * workers
 
-    def feed_once(index: int) -> None:
+    def feed_once(index: int, where: str) -> None:
+        # Feeding runs the operators fused after the inputs (timelypy.dataflow.fusion).
         mine = feeds[index]
-        for offset in range(len(mine)):
-            position = (cursors[index] + offset) % len(mine)
-            if mine[position].feed_next():
-                cursors[index] = (position + 1) % len(mine)
-                return
+        try:
+            for offset in range(len(mine)):
+                position = (cursors[index] + offset) % len(mine)
+                if mine[position].feed_next():
+                    cursors[index] = (position + 1) % len(mine)
+                    return
+        except Exception as exc:
+            exc.add_note(f"in simulate: feeding worker {index} of {workers} ({where})")
+            raise
 
     def step(index: int, where: str) -> None:
         try:
@@ -256,13 +262,15 @@ def simulate(
 
     for position, turn in enumerate(turns):
         index = turn.worker % workers
+        where = f"schedule turn {position}: {turn!r}"
         for _ in range(turn.feeds):
-            feed_once(index)
-        step(index, f"schedule turn {position}: {turn!r}")
+            feed_once(index, where)
+        step(index, where)
     while any(not feed.done for mine in feeds for feed in mine):
         for index in range(workers):
-            feed_once(index)
-            step(index, "round-robin after the schedule")
+            where = "round-robin after the schedule"
+            feed_once(index, where)
+            step(index, where)
     try:
         run_to_completion(team, limit)
     except Exception as exc:
