@@ -20,15 +20,22 @@ exactly the ``+n`` and ``-n`` that would have met in the scope's batch of
 changes had the consumer run later in the same pass, before any progress was
 propagated.
 
-An input handle's operator is a producer like any other: what the handle
-flushes (at ``advance_to``, ``flush``, ``close``, or when its buffer fills)
-goes through the chain fused after it at once, in that call, between the
-worker's steps.  The handle holds its capability at the batch's time
-meanwhile, and whatever count the chain leaves (a batch for an operator it
-is not fused with) is reported with the input's own changes, so the next
-step propagates them together: every frontier moves as without fusion, and
-only in a step.  So ``input -> map ->
-inspect -> probe`` costs no activation per epoch.  Any other batch sent
+An input handle's operator is a producer like any other: each batch the
+handle pushes (``send_batch``, or its buffer of single records at
+``flush``, ``advance_to``, ``close``, or when it fills) goes through the
+chain fused after it at once, in that call, between the worker's steps --
+behind any batch still queued for the chain (one sent while the dataflow
+was being built, or while operators were timed), never ahead of it.  The
+handle holds its capability at the batch's time meanwhile, and whatever
+count the chain leaves (a batch for an operator it is not fused with) is
+reported with the input's own changes, so the next step propagates them
+together: no frontier passes a time while a batch at that time is on its
+way, and this worker's frontiers move only in its steps, as without
+fusion.  With several workers, a batch the chain sends on (through an
+exchange) reaches the others before this worker's next step, so they may
+take it, and see their frontiers advance, a step earlier than without
+fusion.  So ``input -> map -> inspect -> probe`` costs no activation per
+epoch.  Any other batch sent
 outside the scope's pass (an operator's logic run from a frontier
 callback) takes the ordinary path through the consumer's queue.
 
@@ -195,17 +202,23 @@ def _install(subgraph: Subgraph, producer: int, output: int, consumer: int, extr
         tee.replace(0, push)
         return
 
+    waiting = reader.waiting
+
     def push_from_input(time: Any, records: list[Any]) -> None:
         # A passive producer (an input handle's) sends from outside the scope's pass,
         # between steps: its batch runs through the chain now, with the fused edges
         # further on taking it at once too.
-        if subgraph.scheduling or module.TIMING:
-            push(time, records)
-            return
-        subgraph.fusing = True
-        try:
-            push(time, records)
-        finally:
-            subgraph.fusing = False
+        if waiting(0):
+            # Batches queued earlier (sent while the dataflow was being built, or while
+            # operators were timed) go first: this one waits behind them.
+            queued(time, records)
+        elif subgraph.scheduling or subgraph.fusing or module.TIMING:
+            push(time, records)  # in the pass, or inside another input's chain
+        else:
+            subgraph.fusing = True
+            try:
+                push(time, records)
+            finally:
+                subgraph.fusing = False
 
     tee.replace(0, push_from_input)

@@ -9,14 +9,14 @@ Each worker has its own handle for the same input: a time is complete only
 when *every* worker's handle has advanced past it (or closed).  Records sent
 through one worker's handle start on that worker.
 
-Records are buffered and pushed into the dataflows in batches, when the
-handle flushes (``flush``, ``advance_to``, ``close``, or a full buffer).
-``Pipeline`` operators fused right after the input (``map``, ``filter``,
-``flat_map``, the ``inspect`` family, probes: see
-:mod:`timelypy.dataflow.fusion`) run on a batch in that call, so an error
-they raise comes from it, naming the operator; the other operators run in
-the worker's next step, and every frontier moves only in a step, as without
-fusion.
+Records given to ``send`` are buffered and pushed into the dataflows in
+batches, when the handle flushes (``flush``, ``advance_to``, ``close``, or a
+full buffer); ``send_batch`` pushes its list at once.  ``Pipeline``
+operators fused right after the input (``map``, ``filter``, ``flat_map``,
+the ``inspect`` family, probes: see :mod:`timelypy.dataflow.fusion`) run on
+a batch in the call that pushes it, so an error they raise comes from that
+call, naming the operator; the other operators run in the worker's next
+step, and the worker's frontiers move only in its steps, as without fusion.
 
 >>> import timelypy
 >>> def program(worker):

@@ -110,6 +110,10 @@ class LeafOperator(Operate):
         handle: OperatorOutput[Any] = OperatorOutput(self, index, tee)
         return handle
 
+    def waiting(self, port: int) -> bool:
+        """Whether a message waits in input ``port``'s queue (fusion checks it first)."""
+        return bool(self._queues[port])
+
     def unread(self, port: int) -> dict[Any, int]:
         """Records waiting unread in input ``port``'s queue, per time (diagnostics)."""
         waiting: dict[Any, int] = {}
