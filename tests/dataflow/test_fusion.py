@@ -193,7 +193,7 @@ def test_fused_chain_runs_in_one_activation() -> None:
 
 @pytest.mark.parametrize("fuse", [True, False])
 def test_an_inputs_chain_runs_as_the_handle_flushes(fuse: bool) -> None:
-    """Fused after an input, the chain runs in ``advance_to``; frontiers still move in a step.
+    """Fused after an input, the chain runs in the handle's call; frontiers move in a step.
 
     What the chain leaves for an operator it is not fused with (the
     ``unary_frontier`` here) is counted in the same step as the input's
@@ -230,7 +230,7 @@ def test_an_inputs_chain_runs_as_the_handle_flushes(fuse: bool) -> None:
     epochs = [entry for entry in log if entry[0] == "epoch"]
     for epoch, ran, frontier, seen in (entry[1:] for entry in epochs):
         assert seen == [(epoch, epoch * 2), (epoch, epoch * 2 + 20)]
-        assert ran == (seen if fuse else [])  # fused: already in advance_to
+        assert ran == (seen if fuse else [])  # fused: already in send_batch
         assert frontier == (epoch,)  # no frontier moved before the step
     batches = [entry for entry in log if entry[0] == "batch"]
     assert batches == [("batch", e, [2 * e, 2 * e + 20]) for e in range(3)]
