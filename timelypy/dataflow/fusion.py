@@ -35,9 +35,9 @@ fusion.  With several workers, a batch the chain sends on (through an
 exchange) reaches the others before this worker's next step, so they may
 take it, and see their frontiers advance, a step earlier than without
 fusion.  So ``input -> map -> inspect -> probe`` costs no activation per
-epoch.  Any other batch sent
-outside the scope's pass (an operator's logic run from a frontier
-callback) takes the ordinary path through the consumer's queue.
+epoch.  Any other batch sent outside the scope's pass (an operator's logic
+run from a frontier callback) takes the ordinary path through the
+consumer's queue.
 
 Fusion is off while a ``"timely"`` logger is registered (every schedule and
 message event is then logged as without fusion), while per-operator timing is

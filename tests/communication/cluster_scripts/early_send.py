@@ -26,7 +26,7 @@ SLOW_SECONDS = 2.0
 
 
 def program(worker: timelypy.Worker) -> dict[str, Any]:
-    """Run the two dataflows; return this worker's times (seconds since the epoch)."""
+    """Run the dataflow; return this worker's times (seconds since the epoch)."""
     if worker.peers != 2:
         raise SystemExit("early_send.py runs on exactly 2 workers")
     handle: timelypy.InputHandle[int] = timelypy.InputHandle()
