@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
 
@@ -26,8 +27,17 @@ def spark():
 
 @pytest.fixture
 def idle(spark):
-    """Assert, after the test, that no Spark job or stage is left running."""
+    """Assert, after the test, that no Spark job or stage is left running.
+
+    Spark's status tracker learns that a job ended from its listener bus, a
+    moment after the action returned, so the check waits up to 10 s for it.
+    """
     yield spark
     tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + 10.0
+    while (tracker.getActiveJobsIds() or tracker.getActiveStageIds()) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
     assert tracker.getActiveJobsIds() == [], "a Spark job was left running"
     assert tracker.getActiveStageIds() == [], "a Spark stage was left running"

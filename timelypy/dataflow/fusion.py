@@ -57,6 +57,15 @@ from timelypy.progress import subgraph as _subgraph
 from timelypy.progress.location import Location
 from timelypy.progress.subgraph import Subgraph
 
+
+def count_only(time: Any, records: list[Any]) -> None:
+    """The batch function of an operator that only counts what it receives (a probe).
+
+    Fusion recognises it: a fused edge into such an operator takes the
+    batch's count and calls nothing.
+    """
+    return None
+
 __all__ = ["fuse_pipelines", "fused_edges", "shared_frontiers"]
 
 #: ``fuse(time, records)``: what one activation does to one batch; returns the batch
@@ -160,7 +169,9 @@ def _install(subgraph: Subgraph, producer: int, output: int, consumer: int, extr
     produced = head.produceds[output]
     head_stats = subgraph.stats[producer]
     reader_stats = subgraph.stats[consumer]
-    fuse: BatchFn = reader.fuse  # type: ignore[assignment]
+    fuse: BatchFn | None = reader.fuse
+    if fuse is count_only:
+        fuse = None  # nothing to run but the counts
     if reader.outputs and reader.tees[0].readers:
         out_produced: dict[Any, int] = reader.produceds[0]
         out_tee = reader.tees[0]
@@ -184,6 +195,8 @@ def _install(subgraph: Subgraph, producer: int, output: int, consumer: int, extr
             del produced[time]
         head_stats[2] += n
         reader_stats[1] += n
+        if fuse is None:
+            return
         try:
             result = fuse(time, records)
         except Exception as exc:
@@ -202,13 +215,13 @@ def _install(subgraph: Subgraph, producer: int, output: int, consumer: int, extr
         tee.replace(0, push)
         return
 
-    waiting = reader.waiting
+    waiting = reader.queue(0)
 
     def push_from_input(time: Any, records: list[Any]) -> None:
         # A passive producer (an input handle's) sends from outside the scope's pass,
         # between steps: its batch runs through the chain now, with the fused edges
         # further on taking it at once too.
-        if waiting(0):
+        if waiting:
             # Batches queued earlier (sent while the dataflow was being built, or while
             # operators were timed) go first: this one waits behind them.
             queued(time, records)

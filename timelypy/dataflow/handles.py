@@ -378,6 +378,14 @@ class OperatorOutput(Generic[T]):
             # Sent from outside an activation: have the operator report it.
             op.changed_outside()
 
+    def _send_unreported(self, time: Any, records: list[T]) -> None:
+        # :meth:`_send` for an owner that reports the counts itself, right after.
+        if self._buffer:
+            self.flush()
+        produced = self._produced
+        produced[time] = produced.get(time, 0) + len(records)
+        self._tee.push(time, records)
+
     def _switch(self, time: Any) -> None:
         op = self._op
         if not op.running:
@@ -402,16 +410,21 @@ class OperatorOutput(Generic[T]):
         return f"OperatorOutput({self._op.name!r}, port={self._index})"
 
 
-def owner_send(output: OperatorOutput[T]) -> Callable[[Any, list[T]], None]:
+def owner_send(
+    output: OperatorOutput[T], report: bool = True
+) -> Callable[[Any, list[T]], None]:
     """``output``'s send without a capability check: ``send(time, records)``.
 
     For a source that holds its own capability for good and keeps the time
     it sends at equal to the capability's (an
     :class:`~timelypy.dataflow.input.InputHandle`): checking on every batch
     would ask what the holder already knows.  Records sent outside an
-    activation are reported to the scope as by :meth:`OperatorOutput.give_batch`.
+    activation are reported to the scope as by :meth:`OperatorOutput.give_batch`;
+    with ``report=False`` they are not, and the owner must have its operator
+    report them before the scope's next pass (a capability's ``downgrade``
+    outside an activation does).
     """
-    return output._send
+    return output._send if report else output._send_unreported
 
 
 def batchwise_logic(

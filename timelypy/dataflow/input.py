@@ -77,6 +77,9 @@ class InputHandle(Generic[T]):
         self._targets: list[tuple[OperatorOutput[T], Capability]] = []
         # each target's output's send, which the handle's capability always allows
         self._senders: list[Callable[[Any, list[T]], None]] = []
+        # the same sends, leaving the report to the capability's downgrade (advance_to)
+        self._unreported: list[Callable[[Any, list[T]], None]] = []
+        self._caps: list[Capability] = []
         self._closed = False
 
     @property
@@ -120,6 +123,8 @@ class InputHandle(Generic[T]):
             cap.downgrade(self._time)
         self._targets.append((output, cap))
         self._senders.append(owner_send(output))
+        self._unreported.append(owner_send(output, report=False))
+        self._caps.append(cap)
         scope.worker.register_input(self)
         return stream
 
@@ -188,8 +193,18 @@ class InputHandle(Generic[T]):
                     f"cannot advance the input handle from {self._time!r} back to {time!r}: "
                     "an input's time only moves forward"
                 )
-        self.flush()
-        for _, cap in self._targets:
+        records = self._buffer
+        if records:
+            # Each downgrade below reports its operator's changes, these sends' too.
+            self._buffer = []
+            senders = self._unreported
+            if len(senders) == 1:
+                senders[0](current, records)
+            else:
+                last = len(senders) - 1
+                for i, send in enumerate(senders):
+                    send(current, records if i == last else list(records))
+        for cap in self._caps:
             cap.downgrade(time)
         self._time = time
 

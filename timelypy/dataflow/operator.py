@@ -110,9 +110,9 @@ class LeafOperator(Operate):
         handle: OperatorOutput[Any] = OperatorOutput(self, index, tee)
         return handle
 
-    def waiting(self, port: int) -> bool:
-        """Whether a message waits in input ``port``'s queue (fusion checks it first)."""
-        return bool(self._queues[port])
+    def queue(self, port: int) -> deque[tuple[Any, list[Any]]]:
+        """Input ``port``'s queue itself, for fusion to see whether a message waits there."""
+        return self._queues[port]
 
     def unread(self, port: int) -> dict[Any, int]:
         """Records waiting unread in input ``port``'s queue, per time (diagnostics)."""

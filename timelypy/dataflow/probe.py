@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.extension import stream_method
+from timelypy.dataflow.fusion import count_only
 from timelypy.dataflow.handles import Frontier
 from timelypy.dataflow.stream import Stream
 from timelypy.progress.frontier import MutableAntichain
@@ -137,13 +138,8 @@ def probe_with(stream: Stream[T], handle: ProbeHandle) -> Stream[T]:
         return logic
 
     builder.build(constructor)
-    builder.set_fuse(_count_only)  # fusible: what it receives is only counted
+    builder.set_fuse(count_only)  # fusible: what it receives is only counted
     return stream
-
-
-def _count_only(time: Any, records: list[Any]) -> None:
-    """A probe's batch function: nothing to do but be counted (see ``timelypy.dataflow.fusion``)."""
-    return None
 
 
 @stream_method

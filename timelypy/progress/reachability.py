@@ -360,13 +360,36 @@ class Builder:
 
 
 class PortInformation:
-    """Progress state of one port: its own pointstamps and their implications."""
+    """Progress state of one port: its own pointstamps and their implications.
 
-    __slots__ = ("implications", "pointstamps")
+    At a location nothing else reaches (the output of an operator without
+    inputs, or a scope's input inside the scope, in an acyclic scope) the
+    implications are exactly the pointstamps' frontier, one count each.
+    There the tracker makes ``implications`` the ``pointstamps`` object
+    itself (``mirrored``), so one update maintains both: read only its
+    frontier as the implications, not its counts.
+    """
+
+    __slots__ = ("implications", "mirrored", "pointstamps")
 
     def __init__(self) -> None:
         self.pointstamps: MutableAntichain[Any] = MutableAntichain()
         self.implications: MutableAntichain[Any] = MutableAntichain()
+        #: Whether ``implications`` is ``pointstamps`` (see the class docstring).
+        self.mirrored = False
+
+    def mirror(self) -> None:
+        """Let ``implications`` be ``pointstamps``: nothing but them reaches this location."""
+        if self.pointstamps._counts or self.implications._counts:
+            raise ValueError("a location is mirrored before it holds anything")
+        self.implications = self.pointstamps
+        self.mirrored = True
+
+    def implication_counts(self) -> dict[Any, int]:
+        """The implications' counts by time (one per frontier element where mirrored)."""
+        if self.mirrored:
+            return dict.fromkeys(self.pointstamps._frontier, 1)
+        return dict(self.implications._counts)
 
     def is_global(self, time: Any) -> bool:
         """Whether a pointstamp at ``time`` here is not implied by another one.
@@ -375,6 +398,8 @@ class PortInformation:
         pointstamp accounts for ``time`` itself; decrementing such a pointstamp
         may advance a frontier.
         """
+        if self.mirrored:  # each frontier element is implied once, by itself
+            return not self.pointstamps.less_than(time)
         return not self.implications.less_than(time) and self.implications.count_for(time) <= 1
 
 
@@ -578,6 +603,11 @@ class Tracker:
         self._order = order
         self._successors = successors
         self._in_degree = in_degree_total
+        # A source nothing reaches: its implications are its pointstamps' frontier, so
+        # propagation takes their changes as the implications' (see PortInformation).
+        self._mirrored = {key for key in keys if key[0] == 1 and in_degree_total[key] == 0}
+        for _, node, port in self._mirrored:
+            self._per_operator[node].sources[port].mirror()
         self._index_dag()
 
     def _chain_successor(self, key: tuple[int, int, int]) -> tuple[int, int, int] | None:
@@ -608,7 +638,8 @@ class Tracker:
         #: node, port, implications, successors -- (location, summary) after a
         #: target, locations after a source --,
         #: its *chain* successor or -1, the ``(node, kind, port)`` whose changes
-        #: :meth:`pushed` reports, and the nodes it stands for.  A chain successor is
+        #: :meth:`pushed` reports, the nodes it stands for, and whether it is mirrored
+        #: (its implications are its pointstamps, updated already).  A chain successor is
         #: the only successor, reached without changing the time, and has no other
         #: predecessor: its changes are exactly this location's, so propagation walks
         #: on to it directly instead of through the heap (a pipeline of operators is
@@ -616,8 +647,9 @@ class Tracker:
         #: last member's successors.
         self._dag: list[
             tuple[int, int, int, MutableAntichain[Any], list[Any], int, tuple[Any, ...],
-                  tuple[int, ...]]
+                  tuple[int, ...], bool]
         ] = []
+        mirrored = self._mirrored
         for key in order:
             kind, node, port = key
             group = [key, *sorted(members.get(key, ()), key=position.__getitem__)]
@@ -641,7 +673,9 @@ class Tracker:
             )
             nodes = tuple(dict.fromkeys(n for _, n, _ in group))
             # The kind that matters to propagation is the last member's: its successors.
-            self._dag.append((lkind, node, port, implications, nexts, chain, report, nodes))
+            self._dag.append(
+                (lkind, node, port, implications, nexts, chain, report, nodes, key in mirrored)
+            )
         self._dag_target = [
             [index.get((0, node, port), -1) for port in range(ins)]
             for node, (ins, _) in enumerate(self._shape)
@@ -684,7 +718,7 @@ class Tracker:
             if (
                 info.pointstamps._counts
                 or self._buffered(b)
-                or info.implications._counts != head_info.implications._counts
+                or info.implication_counts() != head_info.implication_counts()
             ):
                 later_links.append((earlier, later))
                 continue
@@ -801,6 +835,7 @@ class Tracker:
         result: list[tuple[int, int, int, list[tuple[Any, int]]]] = []
         output_changes = self._output_changes
         per_operator = self._per_operator
+        total = 0
         for kind, buffered in ((0, self._target_changes), (1, self._source_changes)):
             if not buffered:
                 continue
@@ -816,17 +851,24 @@ class Tracker:
                 changes = ports[port].pointstamps.update_iter(updates.items())
                 if not changes:
                     continue
-                summaries = summaries_of[node][port]
-                for time, diff in changes:
-                    self._total_counts += diff
+                net = 0
+                for _, diff in changes:
+                    net += diff
+                if net:  # (a frontier element moving, a downgrade, changes no count)
+                    total += net
                     if kind == 1:
-                        operator.cap_counts += diff
-                    for output, summary in summaries:
-                        out = _apply(summary, time)
-                        if out is not None:
-                            oc = output_changes[output]
-                            oc[out] = oc.get(out, 0) + diff
+                        operator.cap_counts += net
+                summaries = summaries_of[node][port]
+                if summaries:
+                    for time, diff in changes:
+                        for output, summary in summaries:
+                            out = _apply(summary, time)
+                            if out is not None:
+                                oc = output_changes[output]
+                                oc[out] = oc.get(out, 0) + diff
                 result.append((kind, node, port, changes))
+        if total:
+            self._total_counts += total
         return result
 
     def _propagate_dag(self) -> None:
@@ -872,8 +914,10 @@ class Tracker:
             else:
                 break
             while True:
-                kind, node, port, implications, nexts, chain, report, nodes = dag[location]
-                if len(updates) == 1:
+                kind, node, port, implications, nexts, chain, report, nodes, mirror = dag[location]
+                if mirror:
+                    changes = updates  # the pointstamps' changes, applied already
+                elif len(updates) == 1:
                     time, diff = updates[0]
                     changes = implications.update(time, diff) if diff else []
                 else:

@@ -456,7 +456,20 @@ class Subgraph(Operate):
         applies them all (and leaves the buffers empty).
         """
         self.rounds += 1
-        self._run_children()
+        reported = self._reported
+        if reported and not self._pending:
+            # Only counts to take (an input handle's, between steps): no pass to set
+            # up unless taking them activates a reader, which then runs in this one.
+            self._marked = True
+            self._reported = set()
+            for index in reported if len(reported) == 1 else sorted(reported):
+                self._extract_direct(index)
+            if self._pending:
+                self._run_children()
+            else:
+                self._marked = False
+        else:
+            self._run_children()
         tracker: Tracker = self.tracker  # type: ignore[assignment]
         if tracker._target_changes or tracker._source_changes:
             # Children this activates have the scope scheduled again (activate_child).
