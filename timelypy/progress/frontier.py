@@ -346,26 +346,24 @@ class _IntMutableAntichain(MutableAntichain[Any]):
         """Apply ``(time, diff)`` updates; return the changes of the least positive time."""
         counts: dict[Any, int] = self._counts
         frontier: list[Any] = self._frontier
-        old = frontier[0] if frontier else None
-        below: list[int] = []  # updated times at or below the old minimum
+        old = new = frontier[0] if frontier else None  # new: the least positive time so far
+        lost = False  # whether ``new`` lost its positive count (then the counts are scanned)
         for time, diff in updates:
             if type(time) is not int:
                 raise _wrong_kind(int, time)
             total = counts.get(time, 0) + diff
             if total:
                 counts[time] = total
+                if total > 0:
+                    if new is None or time < new:
+                        new = time
+                        lost = False
+                    continue
             else:
                 counts.pop(time, None)
-            if old is None or time <= old:
-                below.append(time)
-        if not below:
-            return []
-        if old is not None and counts.get(old, 0) > 0:
-            new = old
-            for time in below:
-                if time < new and counts.get(time, 0) > 0:
-                    new = time
-        else:
+            if time == new:
+                lost = True
+        if lost:
             new = None
             for time, count in counts.items():
                 if count > 0 and (new is None or time < new):
