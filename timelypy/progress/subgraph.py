@@ -476,7 +476,8 @@ class Subgraph(Operate):
             self._propagate_pointstamps()
         if self._incomplete_count > 0 or self._pending:
             return True
-        return tracker.tracking_anything()
+        # (A pointstamp held is the common case: no call for it.)
+        return tracker._total_counts > 0 or tracker.tracking_anything()
 
     def _run_children(self) -> None:
         """Take the counts of the children that reported, then run the activated ones in order."""
