@@ -216,6 +216,14 @@ def test_one_handle_feeds_two_dataflows():
     assert second == [(3, ["both"])]
     assert first[1][1] is not second[0][1]  # each dataflow gets its own list
     assert probe1.frontier() == (4,) and probe2.frontier() == (4,)
+    # records buffered until advance_to reach both, each its own list, and each
+    # dataflow's frontier waits for its batch (advance_to reports each operator once)
+    handle.send("buffered")
+    handle.advance_to(5)
+    assert probe1.frontier() == (4,) and probe2.frontier() == (4,)  # moved in steps only
+    settle([worker])
+    assert first[2] == second[1] == (4, ["buffered"]) and first[2][1] is not second[1][1]
+    assert probe1.frontier() == (5,) and probe2.frontier() == (5,)
     handle.close()
     run_to_completion([worker])
     assert probe1.done() and probe2.done()

@@ -405,3 +405,50 @@ def test_alias_skips_what_is_not_a_chain_and_waits_for_held_pointstamps():
     tracker.update_source(Source(2, 0), 3, 1)
     with pytest.raises(TimelyError, match="never hold a capability"):
         tracker.propagate_all()
+
+
+# -- mirrored sources (a source nothing reaches, in an acyclic scope) -------------------
+
+
+def test_a_source_nothing_reaches_keeps_one_antichain_for_both():
+    tracker, _ = _line(3).build()
+    source = tracker.node_state(1).sources[0]
+    assert source.mirrored and source.implications is source.pointstamps
+    # node 2's output is reached from node 1: its implications are its own
+    assert not tracker.node_state(2).sources[0].mirrored
+    # a cyclic scope mirrors nothing: its propagation takes another path
+    cyclic, _ = three_cycle().build()
+    assert not any(port.mirrored for port in cyclic.node_state(0).sources)
+
+
+def test_a_mirrored_source_is_global_however_many_pointstamps_share_its_time():
+    """is_global counts implications, one per frontier element, not the pointstamps."""
+    tracker, _ = _line(2).build()
+    here = Location.new_source(1, 0)
+    tracker.update_source(Source(1, 0), 4, 3)  # three capabilities at 4 (say, three workers')
+    tracker.propagate_all()
+    assert tracker.source_implications(Source(1, 0)).frontier() == (4,)
+    assert tracker.is_global(here, 4)
+    tracker.update_source(Source(1, 0), 2, 1)
+    tracker.propagate_all()
+    assert not tracker.is_global(here, 4)  # implied by 2
+    assert tracker.is_global(here, 2)
+    # downstream, an implication both ways: the counts there are the model's
+    assert tracker.target_implications(Target(2, 0)).count_for(2) == 1
+
+
+def test_a_mirrored_source_joins_a_chain_while_counted_more_than_once():
+    """alias compares implication counts: one per frontier element at a mirrored source."""
+    tracker, _ = _line(3).build()
+    tracker.update_source(Source(2, 0), 0, 1)
+    tracker.update_source(Source(1, 0), 0, 2)  # two workers' initial capabilities
+    tracker.propagate_all()
+    tracker.update_source(Source(2, 0), 0, -1)
+    tracker.propagate_all()
+    link = (Location.new_source(1, 0), Location.new_target(2, 0))
+    assert tracker.alias([link]) == []
+    assert tracker.target_implications(Target(2, 0)) is tracker.source_implications(Source(1, 0))
+    tracker.update_source(Source(1, 0), 0, -2)
+    tracker.update_source(Source(1, 0), 3, 1)
+    tracker.propagate_all()
+    assert tracker.target_implications(Target(3, 0)).frontier() == (3,)

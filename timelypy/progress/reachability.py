@@ -1097,7 +1097,12 @@ class Tracker:
             raise self._port_error("Target", target.node, target.port) from None
 
     def source_implications(self, source: Source) -> MutableAntichain[Any]:
-        """Return the live implications of output ``source``."""
+        """Return the live implications of output ``source``.
+
+        Where nothing reaches ``source`` in an acyclic scope this is its
+        pointstamps' antichain itself (:class:`PortInformation`): its frontier
+        is the implications', its counts are the pointstamps'.
+        """
         try:
             return self._per_operator[source.node].sources[source.port].implications
         except IndexError:
