@@ -388,12 +388,16 @@ def test_error_in_a_fused_operator_names_it() -> None:
     def build(scope: timelypy.Scope) -> None:
         scope.to_stream(range(5)).map(lambda x: x).filter(lambda x: True).map(boom).probe()
 
+    notes = []
     for fuse in (True, False):
         with pytest.raises(ValueError, match="bad record 3") as info:
             timelypy.execute(Config(fuse=fuse), lambda worker: worker.dataflow(build))
         assert info.value.timelypy_operator == "Map"  # type: ignore[attr-defined]
         assert info.value.timelypy_worker == 0  # type: ignore[attr-defined]
         assert any("raised in operator 'Map'" in note for note in info.value.__notes__)
+        notes.append([note for note in info.value.__notes__ if "raised in operator" in note])
+    # the same Map, in the middle of the chain (its address names it), either way
+    assert notes[0] == notes[1] and "(0, 4)" in notes[0][0]
 
 
 def test_a_logger_turns_fusion_off() -> None:

@@ -18,7 +18,9 @@ anyone can observe changes: a fused edge carries no message count.  The
 producer's count of a batch is taken back as the consumer takes the batch,
 exactly the ``+n`` and ``-n`` that would have met in the scope's batch of
 changes had the consumer run later in the same pass, before any progress was
-propagated.
+propagated.  Along a chain of fused edges one call takes the batch through
+every batch function in turn, and between them it is not counted at all
+(only each operator's records in and out, for its metrics).
 
 An input handle's operator is a producer like any other: each batch the
 handle pushes (``send_batch``, or its buffer of single records at
@@ -57,6 +59,12 @@ from timelypy.progress import subgraph as _subgraph
 from timelypy.progress.location import Location
 from timelypy.progress.subgraph import Subgraph
 
+__all__ = ["count_only", "fuse_pipelines", "fused_edges", "shared_frontiers"]
+
+#: ``fuse(time, records)``: what one activation does to one batch; returns the batch
+#: to send on (``None`` or empty for nothing).
+BatchFn = Callable[[Any, list[Any]], Any]
+
 
 def count_only(time: Any, records: list[Any]) -> None:
     """The batch function of an operator that only counts what it receives (a probe).
@@ -65,12 +73,6 @@ def count_only(time: Any, records: list[Any]) -> None:
     batch's count and calls nothing.
     """
     return None
-
-__all__ = ["fuse_pipelines", "fused_edges", "shared_frontiers"]
-
-#: ``fuse(time, records)``: what one activation does to one batch; returns the batch
-#: to send on (``None`` or empty for nothing).
-BatchFn = Callable[[Any, list[Any]], Any]
 
 
 def fused_edges(subgraph: Subgraph) -> list[tuple[int, int, int]]:
@@ -109,13 +111,16 @@ def fuse_pipelines(subgraph: Subgraph) -> int:
     The fused operators' frontiers are then shared (:func:`shared_frontiers`).
     """
     edges = fused_edges(subgraph)
-    fused_out = {producer for producer, _, _ in edges}
+    # A consumer's output (it has at most one) fused on to the next consumer.
+    onward = {producer: consumer for producer, _, consumer in edges}
     for producer, output, consumer in edges:
-        # A consumer whose own output is not fused leaves a count for the scope to
-        # extract; a fused one's count is taken back by the next consumer at once.
-        reader: LeafOperator = subgraph.children[consumer]  # type: ignore[assignment]
-        extract = bool(reader.outputs) and consumer not in fused_out
-        _install(subgraph, producer, output, consumer, extract)
+        # The batch runs through the rest of the chain in one call: the consumer, the
+        # consumer fused after it, and so on.  The last one's output is not fused: if
+        # it has one, its batch is counted there for the scope to extract.
+        chain = [consumer]
+        while chain[-1] in onward:
+            chain.append(onward[chain[-1]])
+        _install(subgraph, producer, output, chain)
     links = shared_frontiers(subgraph, edges)
     if links:
         subgraph.share_frontiers(links)
@@ -160,14 +165,20 @@ def shared_frontiers(
     return links
 
 
-def _install(subgraph: Subgraph, producer: int, output: int, consumer: int, extract: bool) -> None:
+def _install(subgraph: Subgraph, producer: int, output: int, chain: list[int]) -> None:
     children = subgraph.children
     head: LeafOperator = children[producer]  # type: ignore[assignment]
-    reader: LeafOperator = children[consumer]  # type: ignore[assignment]
     tee = head.tees[output]
-    (queued,) = tee.pushers  # the Pipeline push into the consumer's queue
+    (queued,) = tee.pushers  # the Pipeline push into the first consumer's queue
     produced = head.produceds[output]
     head_stats = subgraph.stats[producer]
+    # Every consumer but the last: its batch function, its stats, itself, its index.
+    middle: list[tuple[BatchFn, list[Any], LeafOperator, int]] = [
+        (children[index].fuse, subgraph.stats[index], children[index], index)  # type: ignore[misc,union-attr]
+        for index in chain[:-1]
+    ]
+    consumer = chain[-1]
+    reader: LeafOperator = children[consumer]  # type: ignore[assignment]
     reader_stats = subgraph.stats[consumer]
     fuse: BatchFn | None = reader.fuse
     if fuse is count_only:
@@ -194,6 +205,18 @@ def _install(subgraph: Subgraph, producer: int, output: int, consumer: int, extr
         else:
             del produced[time]
         head_stats[2] += n
+        # Between consumers of the chain a batch is never counted: it is taken at once.
+        for batch_fn, stats, member, index in middle:
+            stats[1] += n
+            try:
+                records = batch_fn(time, records)
+            except Exception as exc:
+                locate(exc, member, index)
+                raise
+            if not records:
+                return
+            n = len(records)
+            stats[2] += n
         reader_stats[1] += n
         if fuse is None:
             return
@@ -204,18 +227,19 @@ def _install(subgraph: Subgraph, producer: int, output: int, consumer: int, extr
             raise
         if result and out_tee is not None:
             out_produced[time] = out_produced.get(time, 0) + len(result)
-            if extract:
-                if subgraph.scheduling:
-                    dirty.append(consumer)
-                else:  # an input handle's batch, outside the pass: reported as the input is
-                    subgraph.note_changes(consumer)
+            # The scope extracts that count: in its pass, after the activation that
+            # ran the chain; outside it (an input handle's batch), as the input's.
+            if subgraph.scheduling:
+                dirty.append(consumer)
+            else:
+                subgraph.note_changes(consumer)
             out_tee.push(time, result)
 
     if not head.passive:
         tee.replace(0, push)
         return
 
-    waiting = reader.queue(0)
+    waiting = children[chain[0]].queue(0)  # type: ignore[union-attr]
 
     def push_from_input(time: Any, records: list[Any]) -> None:
         # A passive producer (an input handle's) sends from outside the scope's pass,
