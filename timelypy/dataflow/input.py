@@ -73,13 +73,12 @@ class InputHandle(Generic[T]):
         self._time: Any = None
         self._timestamp_type: Any = None
         self._buffer: list[T] = []
-        # (output, capability) per stream this handle feeds
-        self._targets: list[tuple[OperatorOutput[T], Capability]] = []
-        # each target's output's send, which the handle's capability always allows
+        # the retained capability per stream this handle feeds
+        self._caps: list[Capability] = []
+        # each stream's output's send, which the handle's capability always allows
         self._senders: list[Callable[[Any, list[T]], None]] = []
         # the same sends, leaving the report to the capability's downgrade (advance_to)
         self._unreported: list[Callable[[Any, list[T]], None]] = []
-        self._caps: list[Capability] = []
         self._closed = False
 
     @property
@@ -121,17 +120,16 @@ class InputHandle(Generic[T]):
             self._timestamp_type = scope.timestamp_type
         elif self._time != cap.time:
             cap.downgrade(self._time)
-        self._targets.append((output, cap))
+        self._caps.append(cap)
         self._senders.append(owner_send(output))
         self._unreported.append(owner_send(output, report=False))
-        self._caps.append(cap)
         scope.worker.register_input(self)
         return stream
 
     def _check_open(self, action: str) -> None:
         if self._closed:
             raise InputError(f"cannot {action}: the input handle is closed")
-        if not self._targets:
+        if not self._caps:
             raise InputError(
                 f"cannot {action}: the input handle is not connected to a dataflow "
                 "(use scope.input_from(handle))"
@@ -139,7 +137,7 @@ class InputHandle(Generic[T]):
 
     def send(self, record: T) -> None:
         """Send one record at the current time (buffered)."""
-        if self._closed or not self._targets:
+        if self._closed or not self._caps:
             self._check_open("send")
         buffer = self._buffer
         buffer.append(record)
@@ -152,27 +150,29 @@ class InputHandle(Generic[T]):
         if self._buffer:
             self.flush()
         if records:
-            self._push(records)
+            self._push(records, self._senders)
 
     def flush(self) -> None:
         """Push the buffered records into the dataflows now."""
         if self._buffer:
             records = self._buffer
             self._buffer = []
-            self._push(records)
+            self._push(records, self._senders)
 
-    def _push(self, records: list[T]) -> None:
+    def _push(self, records: list[T], senders: list[Callable[[Any, list[T]], None]]) -> None:
         # Straight to each output: the handle's own retained capabilities, all at
         # ``self._time`` and released only by close(), always allow the send.
-        senders = self._senders
         time = self._time
+        if len(senders) == 1:
+            senders[0](time, records)
+            return
         last = len(senders) - 1
         for i, send in enumerate(senders):
             send(time, records if i == last else list(records))
 
     def advance_to(self, time: Any) -> None:
         """Move to ``time``: no more records at earlier times will be sent."""
-        if self._closed or not self._targets:
+        if self._closed or not self._caps:
             self._check_open("advance")
         current = self._time
         if type(time) is int and type(current) is int:
@@ -197,13 +197,7 @@ class InputHandle(Generic[T]):
         if records:
             # Each downgrade below reports its operator's changes, these sends' too.
             self._buffer = []
-            senders = self._unreported
-            if len(senders) == 1:
-                senders[0](current, records)
-            else:
-                last = len(senders) - 1
-                for i, send in enumerate(senders):
-                    send(current, records if i == last else list(records))
+            self._push(records, self._unreported)
         for cap in self._caps:
             cap.downgrade(time)
         self._time = time
@@ -213,13 +207,13 @@ class InputHandle(Generic[T]):
         if self._closed:
             return
         self.flush()
-        for _, cap in self._targets:
+        for cap in self._caps:
             cap.drop()
         self._closed = True
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"time={self._time!r}"
-        return f"InputHandle({state}, streams={len(self._targets)})"
+        return f"InputHandle({state}, streams={len(self._caps)})"
 
 
 @scope_method

@@ -605,9 +605,9 @@ class Tracker:
         self._in_degree = in_degree_total
         # A source nothing reaches: its implications are its pointstamps' frontier, so
         # propagation takes their changes as the implications' (see PortInformation).
-        self._mirrored = {key for key in keys if key[0] == 1 and in_degree_total[key] == 0}
-        for _, node, port in self._mirrored:
-            self._per_operator[node].sources[port].mirror()
+        for kind, node, port in keys:
+            if kind == 1 and in_degree_total[(kind, node, port)] == 0:
+                self._per_operator[node].sources[port].mirror()
         self._index_dag()
 
     def _chain_successor(self, key: tuple[int, int, int]) -> tuple[int, int, int] | None:
@@ -632,7 +632,6 @@ class Tracker:
         order = [key for key in self._order if key not in aliases]
         index = {key: i for i, key in enumerate(order)}
         members = self._members
-        per_operator = self._per_operator
         watched = self._watched
         #: Per location (in topological order): kind (of its group's last member),
         #: node, port, implications, successors -- (location, summary) after a
@@ -649,16 +648,13 @@ class Tracker:
             tuple[int, int, int, MutableAntichain[Any], list[Any], int, tuple[Any, ...],
                   tuple[int, ...], bool]
         ] = []
-        mirrored = self._mirrored
         for key in order:
-            kind, node, port = key
+            _, node, port = key
             group = [key, *sorted(members.get(key, ()), key=position.__getitem__)]
             last = group[-1]
             lkind, lnode, lport = last
-            if kind == 0:
-                implications = per_operator[node].targets[port].implications
-            else:
-                implications = per_operator[node].sources[port].implications
+            info = self._port_info(key)
+            implications = info.implications
             if lkind == 0:
                 nexts: list[Any] = [
                     (index[(1, lnode, output)], summary)
@@ -674,7 +670,7 @@ class Tracker:
             nodes = tuple(dict.fromkeys(n for _, n, _ in group))
             # The kind that matters to propagation is the last member's: its successors.
             self._dag.append(
-                (lkind, node, port, implications, nexts, chain, report, nodes, key in mirrored)
+                (lkind, node, port, implications, nexts, chain, report, nodes, info.mirrored)
             )
         self._dag_target = [
             [index.get((0, node, port), -1) for port in range(ins)]

@@ -456,20 +456,7 @@ class Subgraph(Operate):
         applies them all (and leaves the buffers empty).
         """
         self.rounds += 1
-        reported = self._reported
-        if reported and not self._pending:
-            # Only counts to take (an input handle's, between steps): no pass to set
-            # up unless taking them activates a reader, which then runs in this one.
-            self._marked = True
-            self._reported = set()
-            for index in reported if len(reported) == 1 else sorted(reported):
-                self._extract_direct(index)
-            if self._pending:
-                self._run_children()
-            else:
-                self._marked = False
-        else:
-            self._run_children()
+        self._run_children()
         tracker: Tracker = self.tracker  # type: ignore[assignment]
         if tracker._target_changes or tracker._source_changes:
             # Children this activates have the scope scheduled again (activate_child).
@@ -483,26 +470,30 @@ class Subgraph(Operate):
         """Take the counts of the children that reported, then run the activated ones in order."""
         # Activations before the children run are consumed by this very pass.
         self._marked = True
-        heap = self._active_heap
+        reported = self._reported
+        if reported:
+            self._reported = set()
+            for index in reported if len(reported) == 1 else sorted(reported):
+                # A reader this activates waits in ``_pending``, and runs below.
+                if self._direct:
+                    self._extract_direct(index)
+                else:
+                    child: Operate = self.children[index]  # type: ignore[assignment]
+                    self._extract(child, index, self._local if child.local else self._final)
         pending = self._pending
-        if pending:
-            heap.extend(pending)
-            self._pending = set()
-            if len(heap) > 1:
-                heapq.heapify(heap)
+        if not pending:
+            # Only counts to take (an input handle's, between steps): no pass to set up.
+            self._marked = False
+            return
+        heap = self._active_heap  # empty outside a pass
+        heap.extend(pending)
+        self._pending = set()
+        if len(heap) > 1:
+            heapq.heapify(heap)
         self._marked = False
         previous = 0
         self.scheduling = True
         try:
-            reported = self._reported
-            if reported:
-                self._reported = set()
-                for index in reported if len(reported) == 1 else sorted(reported):
-                    if self._direct:
-                        self._extract_direct(index)
-                    else:
-                        child: Operate = self.children[index]  # type: ignore[assignment]
-                        self._extract(child, index, self._local if child.local else self._final)
             while heap:
                 index = heapq.heappop(heap)
                 if index > previous:
