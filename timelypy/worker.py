@@ -236,12 +236,12 @@ class Worker:
             logger = self._registry.get("timely")
             if logger is not None:
                 logger.log(ParkEvent(True))
+            # An allocator that receives from outside the process has received
+            # what woke it (a second look now would mostly find nothing).
             allocator.await_events(timeout)
             if logger is not None:
                 logger.log(ParkEvent(False))
             allocator.check()
-            if receive is not None:
-                receive()
             self._deliver(allocator.take_events())
             if self._timers:
                 self._fire_timers()

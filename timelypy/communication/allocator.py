@@ -68,7 +68,11 @@ class Allocator:
         return self.take_events()
 
     def await_events(self, timeout: float | None) -> None:
-        """Block until a message arrives, the computation aborts, or ``timeout`` passes."""
+        """Block until a message arrives, the computation aborts, or ``timeout`` passes.
+
+        An allocator that receives from outside the process (:meth:`receive`)
+        has received what arrived by the time this returns.
+        """
         raise NotImplementedError
 
     def release(self) -> None:

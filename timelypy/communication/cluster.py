@@ -11,7 +11,7 @@ of one process see of it, and the transport that builds them:
   codec cannot carry raises inside the operator that sent it, naming it),
   and buffered per destination process; buffers are sent when they pass
   :data:`~timelypy.communication.wire.FLUSH_BYTES` and at the end of every
-  worker step, as one multipart message per destination.  A broadcast is
+  worker step, as one message (one ZeroMQ frame) per destination.  A broadcast is
   encoded once for all its destinations.
 * :class:`ClusterTransport` -- the allocators of this process's workers
   and the cluster's lifecycle around them: wait for every peer before the
@@ -41,12 +41,21 @@ from timelypy.communication.config import Config
 from timelypy.communication.network import ClusterNetwork
 from timelypy.communication.secret import load_secret
 from timelypy.communication.transport import Transport
-from timelypy.communication.wire import DATA, ENTRY, FLUSH_BYTES, KIND_BATCH, KIND_OBJECT
+from timelypy.communication.wire import (
+    DATA,
+    DATA_HEADER,
+    ENTRY,
+    FLUSH_BYTES,
+    KIND_BATCH,
+    KIND_OBJECT,
+    KIND_PROGRESS,
+    ZERO_COPY_BYTES,
+    pack_progress,
+    progress_packer,
+)
 from timelypy.errors import ClusterError, WorkerAborted
 
 __all__ = ["ClusterAllocator", "ClusterTransport"]
-
-_DATA_HEADER = bytes([DATA])
 
 
 class ClusterAllocator(LocalMailboxes):
@@ -65,7 +74,9 @@ class ClusterAllocator(LocalMailboxes):
         # destination process -> (header entries, payloads)
         self._out: dict[int, tuple[list[bytes], list[bytes]]] = {}
         self._out_bytes = 0
-        self._last_encoded: tuple[Any, bytes] | None = None
+        # (message, payload kind, payload) of the last message encoded
+        self._last_encoded: tuple[Any, int, bytes] | None = None
+        self._pack_progress = progress_packer()
 
     def allocate(self, channel: int, context: str | None = None) -> tuple[list[Push], deque[Any]]:
         """Pushers to every worker of the cluster on ``channel``, and this worker's mailbox."""
@@ -94,24 +105,30 @@ class ClusterAllocator(LocalMailboxes):
         source = self.index
         where = context or f"channel {channel} on worker {source}"
         pack = ENTRY.pack
+        pack_message = self._pack_progress
 
         def push(message: Any) -> None:
             if process in departed:
                 return
-            if type(message) is tuple and len(message) == 2 and type(message[1]) is list:
-                kind = KIND_BATCH
-            else:
-                kind = KIND_OBJECT
             cached = self._last_encoded
             if cached is not None and cached[0] is message:
-                payload = cached[1]  # a broadcast: encode once for every destination
+                _, kind, payload = cached  # a broadcast: encode once for every destination
             else:
-                if kind == KIND_BATCH:
-                    payload = codec.encode_batch(message[0], message[1], context=where)
-                else:
+                kind = KIND_OBJECT
+                payload = None
+                if type(message) is tuple:
+                    size = len(message)
+                    if size == 2 and type(message[1]) is list:
+                        kind = KIND_BATCH
+                        payload = codec.encode_batch(message[0], message[1], context=where)
+                    elif size == 3 and type(message[2]) is list:
+                        payload = pack_progress(pack_message, message)
+                        if payload is not None:
+                            kind = KIND_PROGRESS
+                if payload is None:
                     payload = codec.encode(message, context=where)
-                self._last_encoded = (message, payload)
-            entry = pack(channel, source, worker, kind)
+                self._last_encoded = (message, kind, payload)
+            entry = pack(channel, source, worker, kind, len(payload))
             out = self._out.get(process)
             if out is None:
                 out = self._out[process] = ([], [])
@@ -125,7 +142,7 @@ class ClusterAllocator(LocalMailboxes):
 
     def receive(self) -> None:
         """Dispatch whatever arrived from other processes (unless another worker is)."""
-        self.network.pump(0)
+        self.network.pump(0, thread=self.thread)
 
     def await_events(self, timeout: float | None) -> None:
         """Park until a message arrives, a failure is recorded, or ``timeout`` passes."""
@@ -142,11 +159,11 @@ class ClusterAllocator(LocalMailboxes):
             remaining = slice_ if deadline is None else min(slice_, deadline - time.monotonic())
             if remaining <= 0:
                 return
-            if not self.network.pump(remaining, wait=self.network.workers == 1):
+            if not self.network.pump(remaining, wait=self.network.workers == 1, thread=self.thread):
                 waker.wait(remaining)
 
     def release(self) -> None:
-        """Send the buffered batches, one multipart message per destination process."""
+        """Send the buffered batches, one message per destination process."""
         if not self._out:
             return
         dealers = self._dealers
@@ -157,9 +174,9 @@ class ClusterAllocator(LocalMailboxes):
         self._out_bytes = 0
         self._last_encoded = None
         for process, (entries, payloads) in out.items():
-            header = _DATA_HEADER + b"".join(entries)
+            message = b"".join([DATA_HEADER.pack(DATA, len(entries)), *entries, *payloads])
             try:
-                dealers[process].send_multipart([header, *payloads], copy=False)
+                dealers[process].send(message, 0, len(message) < ZERO_COPY_BYTES)
             except zmq.ZMQError as exc:
                 raise ClusterError(
                     f"worker {self.index} could not send to process {process} at "

@@ -48,9 +48,9 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
 
 import zmq
+from zmq import zmq_poll
 
 from timelypy.communication.allocator import ProcessShared
 from timelypy.communication.codec import Codec, make_codec
@@ -63,16 +63,20 @@ from timelypy.communication.wire import (
     CONNECT_TIMEOUT_ENV,
     CONTROL,
     DATA,
+    DATA_HEADER,
     ENTRY,
     GOODBYE,
     HEARTBEAT_INTERVAL,
     HEARTBEAT_TIMEOUT,
     HELLO,
+    HELLO_MESSAGE,
     KIND_BATCH,
+    KIND_PROGRESS,
     LINGER_SECONDS,
     NOBLOCK,
-    WORKER_HELLO,
+    WIRE_VERSION,
     resolve,
+    unpack_progress,
 )
 from timelypy.errors import ClusterError, ConfigError
 
@@ -163,8 +167,8 @@ class ClusterNetwork:
                 | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
                 | zmq.EVENT_DISCONNECTED
             )
-            self._poller = zmq.Poller()
-            self._poller.register(self._router, zmq.POLLIN)
+            # zmq_poll itself: a Poller would add a Python call to every poll.
+            self._poll_items = [(self._router, int(zmq.POLLIN))]
             self._watchdog: Watchdog | None = None
         except BaseException:
             self._auth.stop()
@@ -304,16 +308,13 @@ class ClusterNetwork:
 
     # -- start-up and shut-down -------------------------------------------------
 
-    def _control_send(
-        self, kind: int, body: bytes = b"", peers: Sequence[int] | None = None
-    ) -> None:
-        header = CONTROL.pack(kind, self.process)
+    def _control_send(self, message: bytes, peers: Sequence[int] | None = None) -> None:
         with self._send_lock:
             for peer in self._control if peers is None else peers:
                 if peer in self._departed:
                     continue
                 try:
-                    self._control[peer].send_multipart([header, body], flags=zmq.NOBLOCK)
+                    self._control[peer].send(message, NOBLOCK)
                 except zmq.ZMQError:
                     pass
 
@@ -324,14 +325,14 @@ class ClusterNetwork:
             self._watchdog.start()
         if self.processes == 1:
             return
-        self._control_send(HELLO)
+        self._control_send(HELLO_MESSAGE.pack(HELLO, self.process, 0, WIRE_VERSION))
         # Every worker connection says HELLO too, so that once everyone heard
         # from everyone, every connection has finished its CURVE handshake.
         with self._send_lock:
             for thread in range(self.workers):
-                header = WORKER_HELLO.pack(HELLO, self.process, thread + 1)
+                hello = HELLO_MESSAGE.pack(HELLO, self.process, thread + 1, WIRE_VERSION)
                 for sock in self.worker_dealers(thread).values():
-                    sock.send_multipart([header, b""], flags=zmq.NOBLOCK)
+                    sock.send(hello, NOBLOCK)
         deadline = time.monotonic() + self.connect_timeout
         expected = {
             (peer, connection)
@@ -341,7 +342,8 @@ class ClusterNetwork:
         }
         while not expected <= self._hello:
             self._joined = {
-                p for p in range(self.processes)
+                p
+                for p in range(self.processes)
                 if all((p, c) in self._hello for c in range(self.workers + 1))
             }
             self.check()
@@ -361,7 +363,7 @@ class ClusterNetwork:
         """Tell every peer this process is done (a disconnection is then expected)."""
         if self._farewell_at is None:
             self._farewell_at = time.monotonic()
-        self._control_send(GOODBYE)
+        self._control_send(CONTROL.pack(GOODBYE, self.process))
 
     def announce_failure(self, error: BaseException) -> None:
         """Tell every peer this process failed, with the error's description."""
@@ -370,7 +372,7 @@ class ClusterNetwork:
         notes = getattr(error, "__notes__", None)
         if notes:
             text += " (" + "; ".join(notes) + ")"
-        self._control_send(ABORT, text.encode("utf-8", "replace"))
+        self._control_send(CONTROL.pack(ABORT, self.process) + text.encode("utf-8", "replace"))
 
     def close(self) -> None:
         """Close every socket; wait (bounded) for queued messages to be delivered."""
@@ -407,7 +409,9 @@ class ClusterNetwork:
         if terminator.is_alive():
             log.warning(
                 "process %d: sockets still open after %.0f s (a worker thread did not stop); "
-                "leaving them to the process exit", self.process, LINGER_SECONDS + 1.0,
+                "leaving them to the process exit",
+                self.process,
+                LINGER_SECONDS + 1.0,
             )
 
     # -- receiving --------------------------------------------------------------
@@ -418,76 +422,149 @@ class ClusterNetwork:
         if failure is not None:
             raise failure
 
-    def pump(self, timeout: float, *, wait: bool = False) -> bool:
+    def pump(self, timeout: float, *, wait: bool = False, thread: int | None = None) -> bool:
         """Receive and dispatch whatever arrived, waiting up to ``timeout`` s for something.
 
         With ``wait``, wait for another worker that is pumping; otherwise
-        return at once if one is.  Returns whether it pumped.
+        return at once if one is.  ``thread`` is the local worker thread
+        that pumps, if one does: it is awake, so its messages need not wake
+        it.  Returns whether it pumped.
         """
         if not self._lock.acquire(blocking=wait):
             return False
         try:
             if self._closed:
                 return True
-            router = self._router
+            items = self._poll_items
             # A zero-timeout poll is the cheapest way to ask whether anything waits
-            # (1.0 us, against 1.3-1.9 us for the EVENTS option, which pyzmq turns
+            # (about 1 us, against 1.3-1.9 us for the EVENTS option, which pyzmq turns
             # into an enum, and an exception for a receive that finds nothing).
-            poll = self._poller.poll
-            if poll(int(timeout * 1000) if timeout > 0 else 0):
+            if zmq_poll(items, int(timeout * 1000) if timeout > 0 else 0):
+                recv = self._router.recv
                 # Each further message is asked for with a zero-timeout poll too: a
                 # receive that finds nothing raises, which costs about three polls.
                 while True:
                     try:
-                        frames = router.recv_multipart(flags=NOBLOCK, copy=False)
+                        routing = recv(NOBLOCK)
                     except zmq.Again:
                         break
-                    self._dispatch(frames)
-                    if not poll(0):
+                    # A multipart message arrives whole: its second frame is here.  As
+                    # a Frame, it tells whether more follow without an option query
+                    # (which pyzmq turns into an enum).
+                    frame = recv(NOBLOCK, copy=False)
+                    if frame.more:
+                        self._foreign(routing, self._drain(frame.bytes))
+                    else:
+                        self._dispatch(routing, frame.buffer, thread)
+                    if not zmq_poll(items, 0):
                         break
             return True
         finally:
             self._lock.release()
 
-    def _dispatch(self, frames: list[Any]) -> None:
-        routing = frames[0].bytes
+    def _drain(self, first: bytes) -> list[bytes]:
+        """The frames of a message of more than one (none of this protocol's), from the second."""
+        frames = [first]
+        while True:
+            frame = self._router.recv(NOBLOCK, copy=False)
+            frames.append(frame.bytes)
+            if not frame.more:
+                return frames
+
+    def _foreign(self, routing: bytes, what: object) -> None:
+        """A peer of this run sent a message this protocol has not: stop, naming it."""
+        fields = routing[len(self.tag) :].split(b":")
+        try:
+            sender: int | None = int(fields[1])
+        except (IndexError, ValueError):
+            sender = None
+        where = (
+            f"process {sender} at {self.addresses[sender]}"
+            if sender is not None and 0 <= sender < len(self.addresses)
+            else f"a peer ({routing!r})"
+        )
+        error = ClusterError(
+            f"process {self.process} received a message it cannot read from {where}: "
+            f"{_short(what)}; every process must run the same timelypy version "
+            f"(wire protocol {WIRE_VERSION} here)"
+        )
+        if sender is not None:
+            self.lose_peer(sender, error)
+        else:
+            self.shared.abort(error, None)
+
+    def _dispatch(self, routing: bytes, message: memoryview, thread: int | None) -> None:
         if not routing.startswith(self.tag):
             log.warning("process %d ignored a message from another run", self.process)
             return
-        header = frames[1].bytes
-        kind = header[0]
+        kind = message[0] if message else 0
         if kind == DATA:
-            self._deliver(header, frames)
+            self._deliver(routing, message, thread)
             return
-        sender = CONTROL.unpack_from(header)[1]
         if kind == HELLO:
-            connection = WORKER_HELLO.unpack_from(header)[2] if len(header) >= 9 else 0
+            if len(message) != HELLO_MESSAGE.size:
+                self._foreign(routing, message)
+                return
+            _, sender, connection, version = HELLO_MESSAGE.unpack(message)
+            if version != WIRE_VERSION:
+                self._foreign(routing, f"a HELLO of wire protocol {version}")
+                return
             self._hello.add((sender, connection))
-        elif kind == GOODBYE:
+            return
+        if kind not in (GOODBYE, ABORT) or len(message) < CONTROL.size:
+            self._foreign(routing, message)
+            return
+        sender = CONTROL.unpack_from(message)[1]
+        if kind == GOODBYE:
             self._departed.add(sender)
             if self._farewell_at is None:
                 self._farewell_at = time.monotonic()
-        elif kind == ABORT:
-            text = frames[2].bytes.decode("utf-8", "replace")
+        else:
+            text = bytes(message[CONTROL.size :]).decode("utf-8", "replace")
             self.lose_peer(
                 sender,
                 ClusterError(f"process {sender} at {self.addresses[sender]} failed: {text}"),
             )
 
-    def _deliver(self, header: bytes, frames: list[Any]) -> None:
+    def _deliver(self, routing: bytes, message: memoryview, thread: int | None) -> None:
         shared = self.shared
+        boxes = shared.mailboxes
+        events = shared.events
+        wakers = shared.wakers
         codec = self.codec
         first = self.first_worker
-        count = (len(header) - 1) // ENTRY.size
-        for i in range(count):
-            offset = 1 + i * ENTRY.size
-            channel, _source, target, payload_kind = ENTRY.unpack_from(header, offset)
-            payload = frames[2 + i].buffer
+        start = DATA_HEADER.size
+        offset = start + DATA_HEADER.unpack_from(message)[1] * ENTRY.size
+        view = memoryview(message)
+        for channel, _source, target, payload_kind, length in ENTRY.iter_unpack(view[start:offset]):
+            end = offset + length
+            payload = view[offset:end]
+            offset = end
             if payload_kind == KIND_BATCH:
-                message = codec.decode_batch(payload)
+                decoded = codec.decode_batch(payload)
+            elif payload_kind == KIND_PROGRESS:
+                decoded = unpack_progress(payload)
             else:
-                message = codec.decode(payload)
+                decoded = codec.decode(payload)
+            box = boxes.get((channel, target))
+            if box is None:
+                box = shared.mailbox(channel, target)
+            box.append(decoded)
             local = target - first
-            shared.mailbox(channel, target).append(message)
-            shared.events[local].append(channel)
-            shared.wakers[local].set()
+            events[local].append(channel)
+            if local != thread:
+                wakers[local].set()
+        if offset != len(message):
+            self._foreign(routing, f"a DATA message of {len(message)} bytes, {offset} expected")
+
+
+def _short(what: object) -> str:
+    """A short description of what a peer sent that this protocol does not know."""
+    if isinstance(what, str):
+        return what
+    if isinstance(what, list):
+        return f"a message of {len(what) + 1} frames"
+    if isinstance(what, memoryview):
+        what = bytes(what)
+    text = repr(what)
+    return f"{text[:40]}..." if len(text) > 43 else text

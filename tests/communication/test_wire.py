@@ -1,0 +1,220 @@
+"""The cluster's wire format: one frame a message, compact progress, peers of another protocol.
+
+The unit half checks the progress payload (:func:`pack_progress` and
+:func:`unpack_progress`) against its contract: exactly what was packed
+comes back, and anything it cannot carry exactly is refused, to travel
+through the codec.  The other half builds the two networks of a
+two-process cluster in this process, on real CURVE sockets on 127.0.0.1,
+and checks what crosses them: every payload kind in one message, a large
+message (sent without a copy), FIFO order, and that a peer speaking
+another wire protocol stops the computation with an error that says so.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import msgpack
+import pytest
+import zmq
+from hypothesis import given
+from hypothesis import strategies as st
+
+from timelypy import Config, Product
+from timelypy.communication.cluster import ClusterAllocator
+from timelypy.communication.network import ClusterNetwork
+from timelypy.communication.secret import curve_keys, run_tag
+from timelypy.communication.wire import (
+    DATA,
+    DATA_HEADER,
+    ENTRY,
+    HELLO,
+    HELLO_MESSAGE,
+    KIND_PROGRESS,
+    WIRE_VERSION,
+    ZERO_COPY_BYTES,
+    pack_progress,
+    progress_packer,
+    unpack_progress,
+)
+from timelypy.errors import ClusterError
+from timelypy.launch import free_ports
+
+SECRET = b"wire-test-secret"
+#: Seconds a network may take to deliver what was sent on 127.0.0.1.
+PROMPT = 10.0
+
+INT64 = st.integers(min_value=-(2**63), max_value=2**64 - 1)
+UPDATE = st.tuples(st.tuples(INT64, st.integers(0, 1), INT64, INT64), INT64)
+
+
+# -- the progress payload --------------------------------------------------------------
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 2**63 - 1), st.lists(UPDATE, max_size=20))
+def test_a_progress_batch_of_int_times_comes_back_exactly(source, sequence, batch):
+    message = (source, sequence, batch)
+    payload = pack_progress(progress_packer(), message)
+    assert payload is not None
+    back = unpack_progress(payload)
+    assert back == message
+    assert all(type(x) is int for _, _, updates in [back] for k, d in updates for x in (*k, d))
+
+
+@pytest.mark.parametrize(
+    "time",
+    [Product(3, 1), (3, 1), True, 2**70, -(2**64), 1.5, "3"],
+    ids=["product", "tuple", "bool", "big", "small", "float", "str"],
+)
+def test_a_progress_batch_of_other_times_is_refused(time):
+    # Refused, it travels through the codec, which carries these exactly.
+    packer = progress_packer()
+    assert pack_progress(packer, (0, 1, [((1, 0, 0, 5), 1), ((1, 1, 0, time), -1)])) is None
+    # The packer is left usable: its buffer is reset after a refusal.
+    assert unpack_progress(pack_progress(packer, (0, 2, [((1, 0, 0, 5), 1)]))) == (
+        0,
+        2,
+        [((1, 0, 0, 5), 1)],
+    )
+
+
+@pytest.mark.parametrize(
+    "message",
+    [(0, 1, [((1, 0, 0), 1)]), (0, 1, [((1, 0, 0, 5, 6), 1)]), (0, 1, [(1, 2, 3)]), (0, 1, [7])],
+    ids=["short key", "long key", "not a pair", "not a tuple"],
+)
+def test_a_message_not_shaped_like_progress_is_refused(message):
+    assert pack_progress(progress_packer(), message) is None
+
+
+def test_a_truncated_progress_payload_raises():
+    with pytest.raises(ValueError):
+        unpack_progress(msgpack.packb([0, 1, 2, 0, 0, 5]))
+
+
+# -- two networks in one process ---------------------------------------------------------
+
+
+@pytest.fixture
+def networks() -> Iterator[list[ClusterNetwork]]:
+    """Process 0 and process 1 of a 2 x 1 cluster, handshaken, on real sockets."""
+    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    nets = [
+        ClusterNetwork(Config.cluster(1, 2, index, addresses), SECRET, connect_timeout=PROMPT)
+        for index in range(2)
+    ]
+    try:
+        shakers = [threading.Thread(target=net.handshake) for net in nets]
+        for thread in shakers:
+            thread.start()
+        for thread in shakers:
+            thread.join(PROMPT + 5)
+        assert all(net.joined == {1 - net.process} for net in nets)
+        yield nets
+    finally:
+        for net in nets:
+            net.close()
+
+
+def receive(net: ClusterNetwork, channel: int, worker: int, count: int) -> list[Any]:
+    """Pump ``net`` until ``worker``'s mailbox on ``channel`` holds ``count`` messages."""
+    box = net.shared.mailbox(channel, worker)
+    deadline = time.monotonic() + PROMPT
+    while len(box) < count:
+        assert time.monotonic() < deadline, f"only {len(box)} of {count} messages arrived"
+        net.pump(0.05)
+        net.check()
+    return [box.popleft() for _ in range(count)]
+
+
+def test_every_payload_kind_crosses_in_one_message(networks):
+    sender = ClusterAllocator(networks[0], 0)
+    pushers, _ = sender.allocate(5)
+    push = pushers[1]
+    batch = (3, [("word", 1), ("other", 2), ("third", 3), ("fourth", 4)])
+    progress = (0, 0, [((2, 0, 0, 3), 1), ((1, 1, 0, 3), -1)])
+    product_progress = (0, 1, [((2, 0, 0, Product(3, 1)), 1)])
+    other = {"not": ("a batch",)}
+    for message in (batch, progress, product_progress, other):
+        push(message)
+    sender.release()  # one message: four entries, each of its own kind
+    got = receive(networks[1], 5, 1, 4)
+    assert got == [batch, progress, product_progress, other]
+    assert type(got[2][2][0][0][3]) is Product  # the codec carried the product time exactly
+
+
+def test_a_large_message_crosses_without_a_copy_and_in_order(networks):
+    sender = ClusterAllocator(networks[0], 0)
+    (_, push), _ = sender.allocate(9)
+    big = (1, [bytes(range(256)) * 8 for _ in range(2 * ZERO_COPY_BYTES // 2048)])
+    for time_ in range(3):
+        push((time_, [time_]))
+        sender.release()  # one message each: FIFO across messages
+    push(big)
+    push((4, ["after"]))
+    sender.release()
+    got = receive(networks[1], 9, 1, 5)
+    assert got == [(0, [0]), (1, [1]), (2, [2]), big, (4, ["after"])]
+
+
+def _impostor(net: ClusterNetwork, context: zmq.Context[Any]) -> zmq.Socket[Any]:
+    """A DEALER holding the cluster's keys, naming itself a connection of process 0."""
+    tag = run_tag(SECRET, "")
+    public, private = curve_keys(SECRET, tag)
+    sock = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.curve_serverkey = public
+    sock.curve_publickey = public
+    sock.curve_secretkey = private
+    # A role of its own: the ROUTER refuses a second connection with a routing id in use.
+    sock.setsockopt(zmq.ROUTING_ID, tag + b":0:x")
+    sock.connect(f"tcp://{net.endpoint}")
+    return sock
+
+
+def _failure_after(net: ClusterNetwork, send: Any) -> BaseException:
+    context = zmq.Context()
+    try:
+        sock = _impostor(net, context)
+        send(sock)
+        deadline = time.monotonic() + PROMPT
+        while net.shared.failure is None:
+            assert time.monotonic() < deadline, "the network did not notice"
+            net.pump(0.05)
+        return net.shared.failure
+    finally:
+        context.destroy(linger=0)
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [[HELLO_MESSAGE.pack(HELLO, 0, 0, WIRE_VERSION), b""], [b"\x04\x01\x00\x00\x00", b"x", b"y"]],
+    ids=["hello of two frames", "data of three frames"],
+)
+def test_a_peer_sending_several_frames_stops_the_computation(networks, frames):
+    failure = _failure_after(networks[1], lambda sock: sock.send_multipart(frames))
+    assert isinstance(failure, ClusterError)
+    text = str(failure)
+    assert "process 1 received a message it cannot read from process 0" in text
+    assert f"a message of {len(frames) + 1} frames" in text
+    assert f"same timelypy version (wire protocol {WIRE_VERSION} here)" in text
+    assert 0 in networks[1].departed
+
+
+def test_a_peer_of_another_wire_version_stops_the_computation(networks):
+    hello = HELLO_MESSAGE.pack(HELLO, 0, 0, WIRE_VERSION + 1)
+    failure = _failure_after(networks[1], lambda sock: sock.send(hello))
+    assert isinstance(failure, ClusterError)
+    assert f"a HELLO of wire protocol {WIRE_VERSION + 1}" in str(failure)
+
+
+def test_a_data_message_of_the_wrong_length_stops_the_computation(networks):
+    # One entry announcing a 3-byte progress payload, followed by 5 bytes.
+    payload = msgpack.packb([0, 0])
+    message = DATA_HEADER.pack(DATA, 1) + ENTRY.pack(7, 0, 1, KIND_PROGRESS, 3) + payload + b"xy"
+    failure = _failure_after(networks[1], lambda sock: sock.send(message))
+    assert isinstance(failure, ClusterError)
+    assert f"a DATA message of {len(message)} bytes" in str(failure)
