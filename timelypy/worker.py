@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -46,6 +47,9 @@ __all__ = ["Worker"]
 R = TypeVar("R")
 
 log = logging.getLogger("timelypy")
+
+#: ``os.sched_yield`` where the platform has it.
+_yield = getattr(os, "sched_yield", None)
 
 #: How many completed dataflows' final metrics a worker keeps (``metrics(completed=True)``).
 COMPLETED_KEPT = 16
@@ -246,10 +250,15 @@ class Worker:
             if self._timers:
                 self._fire_timers()
         active = self._active
-        if not active and timeout == 0 and self._local_peers > 1:
-            # Nothing to do: let this process's other worker threads run (a program
-            # that busy-loops step() would otherwise hold the GIL for whole slices).
-            time.sleep(0)
+        if not active and timeout == 0:
+            if self._local_peers > 1:
+                # Nothing to do: let this process's other worker threads run (a program
+                # that busy-loops step() would otherwise hold the GIL for whole slices).
+                time.sleep(0)
+            elif receive is not None and _yield is not None:
+                # A program that busy-loops step() waiting for another process: let
+                # this process's ZeroMQ I/O thread have the CPU (docs/performance.md).
+                _yield()
         if active:
             self._last_activity = time.monotonic()
             self._active = set()

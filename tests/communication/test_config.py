@@ -17,6 +17,8 @@ import pytest
 from timelypy import Config, ConfigError, TimelyError
 from timelypy.communication.config import (
     DEFAULT_BASE_PORT,
+    MAX_PARK_SPIN,
+    PARK_SPIN,
     USAGE,
     Arguments,
     parse_address,
@@ -66,6 +68,20 @@ def test_unknown_serializer_or_progress_mode():
     with pytest.raises(ConfigError, match="unknown progress mode 'lazy'"):
         Config(progress_mode="lazy")
     assert Config(serializer="pickle", progress_mode="demand").serializer == "pickle"
+
+
+@pytest.mark.parametrize("bad", [-0.001, float("nan"), float("inf"), 0.5, True, "0.001", None])
+def test_park_spin_must_be_a_short_number_of_seconds(bad):
+    with pytest.raises(ConfigError, match=r"park_spin must be a number of seconds in 0\.\.0\.1"):
+        Config(park_spin=bad)
+
+
+def test_park_spin_defaults_to_a_fraction_of_a_millisecond_and_zero_turns_it_off():
+    assert Config().park_spin == PARK_SPIN
+    assert 0 < PARK_SPIN < 0.001
+    assert Config(park_spin=0).park_spin == 0
+    assert Config(park_spin=MAX_PARK_SPIN).park_spin == MAX_PARK_SPIN
+    assert "park_spin" not in repr(Config())  # a tuning knob, not the cluster's shape
 
 
 def test_addresses_are_validated_and_trimmed_to_the_processes():

@@ -12,6 +12,7 @@ another wire protocol stops the computation with an error that says so.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 
 from timelypy import Config, Product
 from timelypy.communication.cluster import ClusterAllocator
+from timelypy.communication.config import MAX_PARK_SPIN
 from timelypy.communication.network import ClusterNetwork
 from timelypy.communication.secret import curve_keys, run_tag
 from timelypy.communication.wire import (
@@ -98,12 +100,14 @@ def test_a_truncated_progress_payload_raises():
 # -- two networks in one process ---------------------------------------------------------
 
 
-@pytest.fixture
-def networks() -> Iterator[list[ClusterNetwork]]:
+@contextlib.contextmanager
+def cluster_networks(**options: Any) -> Iterator[list[ClusterNetwork]]:
     """Process 0 and process 1 of a 2 x 1 cluster, handshaken, on real sockets."""
     addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
     nets = [
-        ClusterNetwork(Config.cluster(1, 2, index, addresses), SECRET, connect_timeout=PROMPT)
+        ClusterNetwork(
+            Config.cluster(1, 2, index, addresses, **options), SECRET, connect_timeout=PROMPT
+        )
         for index in range(2)
     ]
     try:
@@ -117,6 +121,20 @@ def networks() -> Iterator[list[ClusterNetwork]]:
     finally:
         for net in nets:
             net.close()
+
+
+@pytest.fixture
+def networks() -> Iterator[list[ClusterNetwork]]:
+    """Two processes' networks with the default configuration."""
+    with cluster_networks() as nets:
+        yield nets
+
+
+@pytest.fixture
+def spinning() -> Iterator[list[ClusterNetwork]]:
+    """Two processes' networks whose parking workers spin as long as allowed."""
+    with cluster_networks(park_spin=MAX_PARK_SPIN) as nets:
+        yield nets
 
 
 def receive(net: ClusterNetwork, channel: int, worker: int, count: int) -> list[Any]:
@@ -218,3 +236,52 @@ def test_a_data_message_of_the_wrong_length_stops_the_computation(networks):
     failure = _failure_after(networks[1], lambda sock: sock.send(message))
     assert isinstance(failure, ClusterError)
     assert f"a DATA message of {len(message)} bytes" in str(failure)
+
+
+# -- parking: a short spin, then a block ------------------------------------------------------
+
+
+def _send_later(net: ClusterNetwork, channel: int, delay: float) -> threading.Thread:
+    def send() -> None:
+        time.sleep(delay)
+        sender = ClusterAllocator(net, 0)
+        (_, push), _ = sender.allocate(channel)
+        push((0, ["wake up"]))
+        sender.release()
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("delay", [0.01, MAX_PARK_SPIN * 3], ids=["within the spin", "after it"])
+def test_a_parked_worker_wakes_for_a_message_during_or_after_its_spin(spinning, delay):
+    networks = spinning
+    parked = ClusterAllocator(networks[1], 0)
+    parked.allocate(11)
+    sender = _send_later(networks[0], 11, delay)
+    started = time.monotonic()
+    parked.await_events(PROMPT)
+    waited = time.monotonic() - started
+    sender.join(PROMPT)
+    assert parked.take_events() == [11]
+    assert list(networks[1].shared.mailbox(11, 1)) == [(0, ["wake up"])]
+    assert waited < PROMPT / 2  # woken by the message, not by the timeout
+
+
+def test_a_park_shorter_than_the_spin_returns_with_nothing(spinning):
+    parked = ClusterAllocator(spinning[1], 0)
+    started = time.monotonic()
+    parked.await_events(0.02)
+    assert time.monotonic() - started < PROMPT / 2  # bounded: the spin ends at the timeout
+    assert parked.take_events() == []
+
+
+def test_a_failure_wakes_a_spinning_worker(spinning):
+    parked = ClusterAllocator(spinning[1], 0)
+    error = ClusterError("a peer was lost")
+    threading.Timer(0.01, spinning[1].shared.abort, (error, None)).start()
+    started = time.monotonic()
+    parked.await_events(PROMPT)
+    assert time.monotonic() - started < PROMPT / 2
+    assert spinning[1].shared.failure is error

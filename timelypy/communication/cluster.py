@@ -30,6 +30,7 @@ and the keys derived from it) and :mod:`~timelypy.communication.watchdog`
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from typing import Any
@@ -56,6 +57,9 @@ from timelypy.communication.wire import (
 from timelypy.errors import ClusterError, WorkerAborted
 
 __all__ = ["ClusterAllocator", "ClusterTransport"]
+
+#: ``os.sched_yield`` where the platform has it.
+_yield = getattr(os, "sched_yield", None)
 
 
 class ClusterAllocator(LocalMailboxes):
@@ -145,12 +149,31 @@ class ClusterAllocator(LocalMailboxes):
         self.network.pump(0, thread=self.thread)
 
     def await_events(self, timeout: float | None) -> None:
-        """Park until a message arrives, a failure is recorded, or ``timeout`` passes."""
+        """Park until a message arrives, a failure is recorded, or ``timeout`` passes.
+
+        A worker alone in its process first polls for up to ``Config.park_spin``
+        seconds, yielding its CPU between polls, and blocks only after that.
+        """
         self.release()
         waker = self._waker
         waker.clear()
         if self._events or self.shared.failure is not None:
             return
+        network = self.network
+        spin = network.config.park_spin
+        if spin > 0 and network.workers == 1 and _yield is not None:
+            # Waking a thread blocked in poll costs tens of microseconds of CPU and
+            # latency on every hop; a reply within the spin costs a few polls instead.
+            pump = network.pump
+            thread = self.thread
+            until = time.monotonic() + (spin if timeout is None else min(spin, timeout))
+            while True:
+                pump(0, thread=thread)
+                if self._events or self.shared.failure is not None:
+                    return
+                if time.monotonic() >= until:
+                    break
+                _yield()  # to this process's ZeroMQ I/O thread, or whoever waits for the CPU
         deadline = None if timeout is None else time.monotonic() + timeout
         # Alone in the process, poll the network for the whole wait; otherwise in
         # short slices so that local wake-ups are noticed promptly.

@@ -45,9 +45,15 @@ __all__ = [
     "parse_address",
     "free_ports",
     "DEFAULT_BASE_PORT",
+    "MAX_PARK_SPIN",
+    "PARK_SPIN",
     "USAGE",
 ]
 
+#: Default seconds a parking worker of a cluster polls before it blocks (``Config.park_spin``).
+PARK_SPIN = 0.0003
+#: The most ``Config.park_spin`` may be: a spin is a short wait, not a way of waiting.
+MAX_PARK_SPIN = 0.1
 #: Without a host file, process ``i`` listens on ``localhost:DEFAULT_BASE_PORT + i``.
 DEFAULT_BASE_PORT = 2101
 
@@ -88,6 +94,11 @@ progress_mode='eager'), ['data.txt'])
     #: Whether chains of ``Pipeline`` operators run fused (:mod:`timelypy.dataflow.fusion`);
     #: ``False`` schedules every operator on its own, as with a ``"timely"`` logger.
     fuse: bool = dataclasses.field(default=True, repr=False)
+    #: Seconds a parking worker, alone in a process of a cluster, keeps polling the
+    #: network (yielding its CPU between polls) before it blocks; 0 blocks at once.
+    #: A blocked thread costs tens of microseconds to wake, which a round trip of
+    #: small epochs pays at every hop; a spin costs at most this much CPU per park.
+    park_spin: float = dataclasses.field(default=PARK_SPIN, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("workers", "processes"):
@@ -105,6 +116,15 @@ progress_mode='eager'), ['data.txt'])
             )
         if not isinstance(self.fuse, bool):
             raise ConfigError(f"fuse must be True or False, got {self.fuse!r}")
+        spin = self.park_spin
+        if (
+            not isinstance(spin, (int, float))
+            or isinstance(spin, bool)
+            or not 0 <= spin <= MAX_PARK_SPIN
+        ):
+            raise ConfigError(
+                f"park_spin must be a number of seconds in 0..{MAX_PARK_SPIN:g}, got {spin!r}"
+            )
         if self.progress_mode not in _PROGRESS_MODES:
             raise ConfigError(
                 f"unknown progress mode {self.progress_mode!r}: choose eager or demand"
