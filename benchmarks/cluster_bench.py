@@ -57,7 +57,11 @@ median``.  A cluster run's time is the median of its ``reps`` timed epochs
    REQ/REP + CURVE where each side also runs one epoch of a one-worker
    timelypy dataflow per trip (``zmq_reqrep.py epoch=1``): what the round
    trip would cost if crossing processes added nothing to timelypy's own
-   per-epoch work, which both workers must do, one after the other.
+   per-epoch work, which both workers must do, one after the other.  The
+   *spin* row is REQ/REP + CURVE whose receives wait as a parked timelypy
+   worker does (poll, yielding, for ``Config.park_spin`` seconds, then
+   block; ``zmq_reqrep.py spin=S``): what the raw round trip costs when it
+   also trades a little CPU for not waking from a blocking poll.
 
 ``--profile DIR`` then runs the timelypy side of 1 and 3 once more under
 ``cProfile`` (only the timed section) and, when ``py-spy`` is installed,
@@ -107,6 +111,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `timelypy`
 from benchmarks._data import part_paths
 from benchmarks._harness import Stats, fmt_rate, fmt_ratio, fmt_seconds, print_table
 from timelypy.communication.codec import MsgpackCodec
+from timelypy.communication.config import PARK_SPIN
 from timelypy.communication.secret import SECRET_ENV
 from timelypy.launch import free_ports
 
@@ -305,11 +310,12 @@ def _in_process(fn: Callable[[], Any]) -> tuple[float, float, float]:
 
 
 def reqrep(
-    trips: int, warmup: int, curve: bool, timeout: float, epoch: bool = False
+    trips: int, warmup: int, curve: bool, timeout: float, epoch: bool = False, spin: float = 0.0
 ) -> tuple[float, float, float]:
     """Mean seconds per raw ZeroMQ REQ/REP round trip between two processes; busy; CPU.
 
-    ``epoch``: each side also runs a one-worker timelypy epoch per trip.
+    ``epoch``: each side also runs a one-worker timelypy epoch per trip.  ``spin``:
+    each receive polls (yielding) for up to this many seconds before it blocks.
     """
     (port,) = free_ports(1)
     base = [
@@ -320,6 +326,7 @@ def reqrep(
         f"warmup={warmup}",
         f"curve={int(curve)}",
         f"epoch={int(epoch)}",
+        f"spin={spin}",
         f"timeout={timeout}",
     ]
     results = run_processes([[*base, "role=rep"], [*base, "role=req"]], timeout)
@@ -572,7 +579,8 @@ def measure_wordcount(rounds: int, size: dict[str, int], timeout: float) -> list
 
 def measure_epochs(rounds: int, size: dict[str, int], timeout: float) -> list[dict[str, str]]:
     n, warmup = size["epochs"], size["warmup"]
-    stats = {name: Candidate() for name in ("park", "spin", "floor", "raw", "raw curve")}
+    names = ("park", "spin", "floor", "raw", "raw curve", "raw curve spin")
+    stats = {name: Candidate() for name in names}
     for _ in range(rounds):
         for wait in ("park", "spin"):
             results = run_cluster(
@@ -586,6 +594,7 @@ def measure_epochs(rounds: int, size: dict[str, int], timeout: float) -> list[di
         stats["raw"].add(*reqrep(n, warmup, False, timeout))
         stats["raw curve"].add(*reqrep(n, warmup, True, timeout))
         stats["floor"].add(*reqrep(n, warmup, True, timeout, epoch=True))
+        stats["raw curve spin"].add(*reqrep(n, warmup, True, timeout, spin=PARK_SPIN))
     raw = stats["raw"].stats
     rows = []
     for name, label, goal in (
@@ -593,6 +602,7 @@ def measure_epochs(rounds: int, size: dict[str, int], timeout: float) -> list[di
         ("spin", "timelypy, spin step()", "<= 2x"),
         ("floor", "REQ/REP + CURVE + 1-worker epoch each side", ""),
         ("raw curve", "raw zmq REQ/REP + CURVE", ""),
+        ("raw curve spin", f"raw zmq REQ/REP + CURVE, {PARK_SPIN * 1e3:g} ms spin", ""),
         ("raw", "raw zmq REQ/REP (baseline)", ""),
     ):
         s = stats[name].stats
@@ -610,6 +620,7 @@ def measure_epochs(rounds: int, size: dict[str, int], timeout: float) -> list[di
                 "note": {
                     "park": "ratio: round trip / raw",
                     "floor": "the least a 2-process epoch costs here",
+                    "raw curve spin": "waits as a parked worker does (Config.park_spin)",
                 }.get(name, ""),
             }
         )

@@ -1,9 +1,9 @@
 """The raw ZeroMQ round trip: a REQ/REP pair of processes on 127.0.0.1.
 
     python benchmarks/cluster_scripts/zmq_reqrep.py role=rep port=P [trips=N] [warmup=W] [curve=0]
-                                                    [epoch=0]
+                                                    [epoch=0] [spin=0]
     python benchmarks/cluster_scripts/zmq_reqrep.py role=req port=P [trips=N] [warmup=W] [curve=0]
-                                                    [epoch=0]
+                                                    [epoch=0] [spin=0]
 
 The ``rep`` process binds ``tcp://127.0.0.1:P`` and echoes ``warmup +
 trips`` messages (then prints ``RESULT {"role": "rep", ...}``); the
@@ -23,12 +23,19 @@ replying.  That is what a two-process epoch round trip costs at the least
 if crossing processes added no work to timelypy's: the raw round trip plus
 each side's one-worker epoch, on the critical path, on this machine.
 
+With ``spin=S`` (seconds) each receive first polls for up to ``S`` seconds,
+yielding the CPU between polls, and blocks only after that: how a timelypy
+worker parks (``Config.park_spin``), so that its round trip can be set
+beside a raw one that waits the same way.
+
 Not a timelypy program: it takes no Timely options.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,6 +52,7 @@ DEFAULTS = {
     "warmup": 500,
     "curve": 0,
     "epoch": 0,
+    "spin": 0.0,
     "timeout": 60.0,
 }
 
@@ -61,10 +69,32 @@ def _params(argv: list[str]) -> dict:
     return params
 
 
+def _receiver(sock: zmq.Socket[bytes], spin: float) -> Callable[[], bytes]:
+    """``sock.recv``, or with ``spin`` > 0 one that first polls for ``spin`` s, yielding.
+
+    As a timelypy worker parks (``Config.park_spin``): poll without blocking,
+    give the CPU away between polls, and block only when the spin is over.
+    """
+    if spin <= 0:
+        return sock.recv
+    items = [(sock, int(zmq.POLLIN))]
+    poll, recv, now = zmq.zmq_poll, sock.recv, time.monotonic
+
+    def spin_recv() -> bytes:
+        until = now() + spin
+        while not poll(items, 0):
+            if now() >= until:
+                break
+            os.sched_yield()
+        return recv()
+
+    return spin_recv
+
+
 def _trips(p: dict, sock: zmq.Socket[bytes], epoch: Callable[[], None]) -> None:
     """Echo (``rep``) or time (``req``) the round trips, with ``epoch()`` on each side's path."""
     total = p["warmup"] + p["trips"]
-    send, recv = sock.send, sock.recv
+    send, recv = sock.send, _receiver(sock, p["spin"])
     if p["role"] == "rep":
         for _ in range(total):
             message = recv()
@@ -90,6 +120,7 @@ def _trips(p: dict, sock: zmq.Socket[bytes], epoch: Callable[[], None]) -> None:
             "trips": p["trips"],
             "curve": p["curve"],
             "epoch": p["epoch"],
+            "spin": p["spin"],
             "checked": True,
         }
     )
