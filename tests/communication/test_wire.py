@@ -229,13 +229,30 @@ def test_a_peer_of_another_wire_version_stops_the_computation(networks):
     assert f"a HELLO of wire protocol {WIRE_VERSION + 1}" in str(failure)
 
 
-def test_a_data_message_of_the_wrong_length_stops_the_computation(networks):
-    # One entry announcing a 3-byte progress payload, followed by 5 bytes.
-    payload = msgpack.packb([0, 0])
-    message = DATA_HEADER.pack(DATA, 1) + ENTRY.pack(7, 0, 1, KIND_PROGRESS, 3) + payload + b"xy"
+def _data(*entries: tuple[int, bytes], tail: bytes = b"") -> bytes:
+    """A DATA message to worker 1 with one progress entry per (announced length, payload)."""
+    head = DATA_HEADER.pack(DATA, len(entries))
+    heads = b"".join(ENTRY.pack(7, 0, 1, KIND_PROGRESS, length) for length, _ in entries)
+    return head + heads + b"".join(payload for _, payload in entries) + tail
+
+
+EMPTY_PROGRESS = msgpack.packb([0, 0])  # worker 0's batch 0, no updates: 3 bytes
+
+
+@pytest.mark.parametrize(
+    ("message", "says"),
+    [
+        (_data((3, EMPTY_PROGRESS), tail=b"xy"), "whose entries say otherwise"),
+        (_data((9, EMPTY_PROGRESS)), "whose entries say otherwise"),
+        (_data((3, EMPTY_PROGRESS))[:-10], "too short for its header"),
+        (bytes([DATA, 1]), "too short for its header"),
+    ],
+    ids=["bytes left over", "a payload past the end", "entries cut short", "header cut short"],
+)
+def test_a_data_message_of_the_wrong_length_stops_the_computation(networks, message, says):
     failure = _failure_after(networks[1], lambda sock: sock.send(message))
     assert isinstance(failure, ClusterError)
-    assert f"a DATA message of {len(message)} bytes" in str(failure)
+    assert f"a DATA message of {len(message)} bytes, {says}" in str(failure)
 
 
 # -- parking: a short spin, then a block ------------------------------------------------------

@@ -533,12 +533,19 @@ class ClusterNetwork:
         wakers = shared.wakers
         codec = self.codec
         first = self.first_worker
+        size = len(message)
         start = DATA_HEADER.size
-        offset = start + DATA_HEADER.unpack_from(message)[1] * ENTRY.size
-        view = memoryview(message)
-        for channel, _source, target, payload_kind, length in ENTRY.iter_unpack(view[start:offset]):
+        offset = start + DATA_HEADER.unpack_from(message)[1] * ENTRY.size if size >= start else -1
+        if not start <= offset <= size:
+            self._foreign(routing, f"a DATA message of {size} bytes, too short for its header")
+            return
+        for channel, _source, target, payload_kind, length in ENTRY.iter_unpack(
+            message[start:offset]
+        ):
             end = offset + length
-            payload = view[offset:end]
+            if end > size:
+                break
+            payload = message[offset:end]
             offset = end
             if payload_kind == KIND_BATCH:
                 decoded = codec.decode_batch(payload)
@@ -554,8 +561,8 @@ class ClusterNetwork:
             events[local].append(channel)
             if local != thread:
                 wakers[local].set()
-        if offset != len(message):
-            self._foreign(routing, f"a DATA message of {len(message)} bytes, {offset} expected")
+        if offset != size:
+            self._foreign(routing, f"a DATA message of {size} bytes, whose entries say otherwise")
 
 
 def _short(what: object) -> str:
