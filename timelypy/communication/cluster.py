@@ -115,22 +115,22 @@ class ClusterAllocator(LocalMailboxes):
             if process in departed:
                 return
             cached = self._last_encoded
+            payload: bytes
             if cached is not None and cached[0] is message:
                 _, kind, payload = cached  # a broadcast: encode once for every destination
             else:
                 kind = KIND_OBJECT
-                payload = None
+                encoded: bytes | None = None
                 if type(message) is tuple:
                     size = len(message)
                     if size == 2 and type(message[1]) is list:
                         kind = KIND_BATCH
-                        payload = codec.encode_batch(message[0], message[1], context=where)
+                        encoded = codec.encode_batch(message[0], message[1], context=where)
                     elif size == 3 and type(message[2]) is list:
-                        payload = pack_progress(pack_message, message)
-                        if payload is not None:
+                        encoded = pack_progress(pack_message, message)
+                        if encoded is not None:
                             kind = KIND_PROGRESS
-                if payload is None:
-                    payload = codec.encode(message, context=where)
+                payload = codec.encode(message, context=where) if encoded is None else encoded
                 self._last_encoded = (message, kind, payload)
             entry = pack(channel, source, worker, kind, len(payload))
             out = self._out.get(process)

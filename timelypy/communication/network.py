@@ -48,6 +48,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from typing import Any
 
 import zmq
 from zmq import zmq_poll
@@ -547,6 +548,7 @@ class ClusterNetwork:
                 break
             payload = message[offset:end]
             offset = end
+            decoded: Any
             if payload_kind == KIND_BATCH:
                 decoded = codec.decode_batch(payload)
             elif payload_kind == KIND_PROGRESS:
