@@ -19,6 +19,7 @@ from timelypy.communication.config import (
     DEFAULT_BASE_PORT,
     MAX_PARK_SPIN,
     PARK_SPIN,
+    PARK_SPIN_ENV,
     USAGE,
     Arguments,
     parse_address,
@@ -76,7 +77,29 @@ def test_park_spin_must_be_a_short_number_of_seconds(bad):
         Config(park_spin=bad)
 
 
-def test_park_spin_defaults_to_a_fraction_of_a_millisecond_and_zero_turns_it_off():
+@pytest.mark.parametrize(("text", "spin"), [("0", 0.0), (" 0.001 ", 0.001), ("", PARK_SPIN)])
+def test_park_spin_default_comes_from_the_environment(monkeypatch, text, spin):
+    monkeypatch.setenv(PARK_SPIN_ENV, text)
+    assert Config().park_spin == spin
+    assert Config.cluster(1, 2, 1).park_spin == spin
+    assert Config(park_spin=0.002).park_spin == 0.002  # an explicit value wins
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("fast", r"TIMELYPY_PARK_SPIN='fast' is not a number of seconds"),
+        ("1", r"park_spin must be .* \(Config.park_spin or TIMELYPY_PARK_SPIN\), got 1.0"),
+    ],
+)
+def test_a_bad_park_spin_in_the_environment_is_a_config_error(monkeypatch, text, message):
+    monkeypatch.setenv(PARK_SPIN_ENV, text)
+    with pytest.raises(ConfigError, match=message):
+        Config()
+
+
+def test_park_spin_defaults_to_a_fraction_of_a_millisecond_and_zero_turns_it_off(monkeypatch):
+    monkeypatch.delenv(PARK_SPIN_ENV, raising=False)
     assert Config().park_spin == PARK_SPIN
     assert 0 < PARK_SPIN < 0.001
     assert Config(park_spin=0).park_spin == 0

@@ -30,6 +30,7 @@ options, which end at the script.
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -47,6 +48,7 @@ __all__ = [
     "DEFAULT_BASE_PORT",
     "MAX_PARK_SPIN",
     "PARK_SPIN",
+    "PARK_SPIN_ENV",
     "USAGE",
 ]
 
@@ -54,6 +56,22 @@ __all__ = [
 PARK_SPIN = 0.0003
 #: The most ``Config.park_spin`` may be: a spin is a short wait, not a way of waiting.
 MAX_PARK_SPIN = 0.1
+#: Environment variable that sets ``Config.park_spin``'s default (seconds), e.g. for
+#: Spark executors (``spark.executorEnv.TIMELYPY_PARK_SPIN``) or ``timelypy.launch``.
+PARK_SPIN_ENV = "TIMELYPY_PARK_SPIN"
+
+
+def _park_spin_default() -> float:
+    """``TIMELYPY_PARK_SPIN`` if set, else :data:`PARK_SPIN`."""
+    text = os.environ.get(PARK_SPIN_ENV, "").strip()
+    if not text:
+        return PARK_SPIN
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(
+            f"{PARK_SPIN_ENV}={text!r} is not a number of seconds (0 turns the spin off)"
+        ) from None
 #: Without a host file, process ``i`` listens on ``localhost:DEFAULT_BASE_PORT + i``.
 DEFAULT_BASE_PORT = 2101
 
@@ -98,7 +116,8 @@ progress_mode='eager'), ['data.txt'])
     #: network (yielding its CPU between polls) before it blocks; 0 blocks at once.
     #: A blocked thread costs tens of microseconds to wake, which a round trip of
     #: small epochs pays at every hop; a spin costs at most this much CPU per park.
-    park_spin: float = dataclasses.field(default=PARK_SPIN, repr=False)
+    #: The default is ``TIMELYPY_PARK_SPIN`` if set, else :data:`PARK_SPIN`.
+    park_spin: float = dataclasses.field(default_factory=_park_spin_default, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("workers", "processes"):
@@ -123,7 +142,8 @@ progress_mode='eager'), ['data.txt'])
             or not 0 <= spin <= MAX_PARK_SPIN
         ):
             raise ConfigError(
-                f"park_spin must be a number of seconds in 0..{MAX_PARK_SPIN:g}, got {spin!r}"
+                f"park_spin must be a number of seconds in 0..{MAX_PARK_SPIN:g} "
+                f"(Config.park_spin or {PARK_SPIN_ENV}), got {spin!r}"
             )
         if self.progress_mode not in _PROGRESS_MODES:
             raise ConfigError(
