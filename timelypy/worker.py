@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -48,9 +47,6 @@ R = TypeVar("R")
 
 log = logging.getLogger("timelypy")
 
-#: ``os.sched_yield`` where the platform has it.
-_yield = getattr(os, "sched_yield", None)
-
 #: How many completed dataflows' final metrics a worker keeps (``metrics(completed=True)``).
 COMPLETED_KEPT = 16
 
@@ -60,16 +56,15 @@ class Worker:
 
     def __init__(self, allocator: Allocator, config: Config | None = None) -> None:
         self._allocator = allocator
-        # Allocators whose receive/release do nothing (worker threads of one process)
+        # Allocators whose receive/release/idle do nothing (the base class's)
         # are not called for them in every step.
         kind = type(allocator)
         self._receive = allocator.receive if kind.receive is not Allocator.receive else None
         self._release = allocator.release if kind.release is not Allocator.release else None
+        self._idle = allocator.idle if kind.idle is not Allocator.idle else None
         self.config = config if config is not None else Config()
         self._index = allocator.index
         self._peers = allocator.peers
-        #: Worker threads sharing this process (and its GIL).
-        self._local_peers = self.config.workers
         self._dataflows: dict[int, Subgraph] = {}
         self._completed_metrics: list[dict[str, Any]] = []
         self._active: set[int] = set()
@@ -250,15 +245,9 @@ class Worker:
             if self._timers:
                 self._fire_timers()
         active = self._active
-        if not active and timeout == 0:
-            if self._local_peers > 1:
-                # Nothing to do: let this process's other worker threads run (a program
-                # that busy-loops step() would otherwise hold the GIL for whole slices).
-                time.sleep(0)
-            elif receive is not None and _yield is not None:
-                # A program that busy-loops step() waiting for another process: let
-                # this process's ZeroMQ I/O thread have the CPU (docs/performance.md).
-                _yield()
+        if not active and timeout == 0 and self._idle is not None:
+            # Nothing to do and no waiting: the allocator knows who could use the CPU.
+            self._idle()
         if active:
             self._last_activity = time.monotonic()
             self._active = set()

@@ -24,6 +24,7 @@ the same interface.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -74,6 +75,9 @@ class Allocator:
         has received what arrived by the time this returns.
         """
         raise NotImplementedError
+
+    def idle(self) -> None:
+        """A step that may not wait found nothing to do: let whoever can use the CPU have it."""
 
     def release(self) -> None:
         """Send whatever outgoing messages are buffered."""
@@ -152,6 +156,15 @@ class LocalMailboxes(Allocator):
         if self.shared.failure is not None:
             self.check()
         return self.take_events() if self._events else []
+
+    def idle(self) -> None:
+        """Let this process's other worker threads run, if it has any.
+
+        A program that busy-loops ``step()`` would otherwise hold the GIL for
+        whole slices.
+        """
+        if self.shared.peers > 1:
+            time.sleep(0)
 
     def abort(self, reason: BaseException) -> None:
         """Record this worker's failure and wake the others."""

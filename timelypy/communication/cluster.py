@@ -185,6 +185,17 @@ class ClusterAllocator(LocalMailboxes):
             if not self.network.pump(remaining, wait=self.network.workers == 1, thread=self.thread):
                 waker.wait(remaining)
 
+    def idle(self) -> None:
+        """Alone in the process, give the CPU to this process's ZeroMQ I/O thread, or any taker.
+
+        A program that busy-loops ``step()`` waiting for another process
+        otherwise keeps its own I/O thread from the CPU (docs/performance.md).
+        """
+        if self.shared.peers == 1 and _yield is not None:
+            _yield()
+        else:
+            super().idle()
+
     def release(self) -> None:
         """Send the buffered batches, one message per destination process."""
         if not self._out:

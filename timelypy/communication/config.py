@@ -72,6 +72,8 @@ def _park_spin_default() -> float:
         raise ConfigError(
             f"{PARK_SPIN_ENV}={text!r} is not a number of seconds (0 turns the spin off)"
         ) from None
+
+
 #: Without a host file, process ``i`` listens on ``localhost:DEFAULT_BASE_PORT + i``.
 DEFAULT_BASE_PORT = 2101
 
