@@ -233,13 +233,15 @@ def run_cluster(
     params: dict[str, Any],
     timeout: float,
     wrap: Callable[[int], list[str]] | None = None,
+    env: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``cluster_scripts/<script>`` as ``processes`` processes of 1 worker; their results.
 
-    ``wrap(i)`` may give a command prefix for process ``i`` (a profiler).
+    ``wrap(i)`` may give a command prefix for process ``i`` (a profiler);
+    ``env`` adds to (or overrides) this process's environment for them.
     """
     command = [sys.executable, str(SCRIPTS / script), *(f"{k}={v}" for k, v in params.items())]
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     with tempfile.TemporaryDirectory(prefix="cluster-bench-hosts-") as tmp:
         if processes == 1:
             commands = [[*command, "-w", "1"]]

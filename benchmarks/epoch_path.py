@@ -27,17 +27,19 @@ median over the epochs of each run, then the median over runs.  The
 stretches of one epoch add up to its period.
 
 ``--lines`` then counts instead of timing (``lines=1``, with
-``TIMELYPY_PARK_SPIN=0``): the Python lines each worker interprets in
-stretches 5 and 1 (worker 0) and 3 (worker 1) per epoch, and the functions
-they are in.  Counts do not depend on the machine's load, so they compare
-two trees exactly where timings on a shared machine cannot.
+``TIMELYPY_PARK_SPIN=0``): the Python lines each worker interprets per
+epoch in stretches 1 and 3, in stretch 5 (counted from the first message
+worker 0 receives while it waits, which may come before the
+acknowledgement), and off the path, and the functions they are in.
+Counts are not inflated by a busy machine's preemption, as timings are;
+they still vary by about 5% between runs with which messages happen to
+arrive together, so they cannot tell apart changes smaller than that.
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
-import os
 import statistics
 import sys
 from collections.abc import Sequence
@@ -123,16 +125,9 @@ def trace_once(epochs: int, timeout: float) -> dict[str, float]:
 
 
 def count_lines(epochs: int, timeout: float) -> list[dict[str, Any]]:
-    """One run counting interpreted lines per stretch; each worker's result."""
-    saved = os.environ.get(PARK_SPIN_ENV)
-    os.environ[PARK_SPIN_ENV] = "0"
-    try:
-        return run_cluster("epoch_path.py", 2, {"epochs": epochs, "lines": 1}, timeout)
-    finally:
-        if saved is None:
-            del os.environ[PARK_SPIN_ENV]
-        else:
-            os.environ[PARK_SPIN_ENV] = saved
+    """One run counting interpreted lines per stretch, the park spin off; each worker's result."""
+    params = {"epochs": epochs, "lines": 1}
+    return run_cluster("epoch_path.py", 2, params, timeout, env={PARK_SPIN_ENV: "0"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,7 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             for stretch, n in sorted(lines.items(), key=lambda kv: -kv[1]):
                 print(f"  {n:7.1f}  {stretch}")
                 top = sorted(
-                    (f for f in result["functions"] if f[0] == stretch and stretch[:2] in "w0w1"),
+                    (
+                        f
+                        for f in result["functions"]
+                        if f[0] == stretch and stretch.startswith(("w0", "w1"))
+                    ),
                     key=lambda f: -f[2],
                 )
                 for _, function, count in top[:8]:

@@ -86,14 +86,14 @@ class Recorder:
             if not out:
                 release(allocator)
                 return
-            kinds = "".join(
-                _kinds(ENTRY.unpack(entry) for entry in entries) for entries, _ in out.values()
-            )
             if recorder.count_lines:
                 if recorder.stretch in (PASS_TO_SEND, RECORD_TO_ACK):
                     recorder.stretch = OFF
                 release(allocator)
                 return
+            kinds = "".join(
+                _kinds(ENTRY.unpack(entry) for entry in entries) for entries, _ in out.values()
+            )
             start = clock()
             release(allocator)
             events.append(("send", start, clock(), kinds))
