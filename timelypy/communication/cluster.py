@@ -168,7 +168,7 @@ class ClusterAllocator(LocalMailboxes):
             thread = self.thread
             until = time.monotonic() + (spin if timeout is None else min(spin, timeout))
             while True:
-                pump(0, thread=thread)
+                pump(0, thread=thread, first=True)
                 if self._events or self.shared.failure is not None:
                     return
                 if time.monotonic() >= until:
@@ -182,7 +182,8 @@ class ClusterAllocator(LocalMailboxes):
             remaining = slice_ if deadline is None else min(slice_, deadline - time.monotonic())
             if remaining <= 0:
                 return
-            if not self.network.pump(remaining, wait=self.network.workers == 1, thread=self.thread):
+            alone = self.network.workers == 1
+            if not self.network.pump(remaining, wait=alone, thread=self.thread, first=alone):
                 waker.wait(remaining)
 
     def idle(self) -> None:

@@ -423,13 +423,18 @@ class ClusterNetwork:
         if failure is not None:
             raise failure
 
-    def pump(self, timeout: float, *, wait: bool = False, thread: int | None = None) -> bool:
+    def pump(
+        self, timeout: float, *, wait: bool = False, thread: int | None = None, first: bool = False
+    ) -> bool:
         """Receive and dispatch whatever arrived, waiting up to ``timeout`` s for something.
 
         With ``wait``, wait for another worker that is pumping; otherwise
         return at once if one is.  ``thread`` is the local worker thread
         that pumps, if one does: it is awake, so its messages need not wake
-        it.  Returns whether it pumped.
+        it.  With ``first``, return after one message instead of asking
+        whether another waits: a parked worker that a message woke starts
+        its step a poll sooner, and its next step's receive takes the rest.
+        Returns whether it pumped.
         """
         if not self._lock.acquire(blocking=wait):
             return False
@@ -457,7 +462,7 @@ class ClusterNetwork:
                         self._foreign(routing, self._drain(frame.bytes))
                     else:
                         self._dispatch(routing, frame.buffer, thread)
-                    if not zmq_poll(items, 0):
+                    if first or not zmq_poll(items, 0):
                         break
             return True
         finally:
