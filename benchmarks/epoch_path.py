@@ -11,7 +11,7 @@ epoch's period along its critical path:
 
 1. worker 0, from its probe passing the previous epoch to the start of
    sending this epoch's record (the program's ``send`` and ``advance_to``,
-   the record's encoding, the start of a step);
+   which encodes the record and sends it on);
 2. the record's hop: from that send's start to its delivery on worker 1
    (the send call, ZeroMQ and CURVE on both sides, worker 1 noticing);
 3. worker 1, from the record's delivery to the start of sending its next
@@ -29,8 +29,8 @@ stretches of one epoch add up to its period.
 ``--lines`` then counts instead of timing (``lines=1``, with
 ``TIMELYPY_PARK_SPIN=0``): the Python lines each worker interprets per
 epoch in stretches 1 and 3, in stretch 5 (counted from the first message
-worker 0 receives while it waits, which may come before the
-acknowledgement), and off the path, and the functions they are in.
+worker 0 receives after the step that follows the record's send, which may
+come before the acknowledgement), and off the path, and the functions they are in.
 Counts are not inflated by a busy machine's preemption, as timings are;
 they still vary by about 5% between runs with which messages happen to
 arrive together, so they cannot tell apart changes smaller than that.

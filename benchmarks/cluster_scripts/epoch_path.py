@@ -16,8 +16,8 @@ host):
 
 With ``lines=1`` it counts, instead of timing, the Python lines the worker
 thread interprets (``sys.settrace``) in each stretch of the critical path:
-worker 0 from the first message it receives while waiting until its probe
-passes, and from then until it sends the next record; worker 1 from the
+worker 0 from the first message it receives after the step that follows the
+record until its probe passes, and from then until it sends the next record; worker 1 from the
 record's arrival until it sends its next message (its acknowledgement).
 Counting is deterministic where timing on a shared machine is not; run it
 with ``TIMELYPY_PARK_SPIN=0`` so that waiting interprets no lines.
@@ -166,9 +166,10 @@ def main() -> None:
                 handle.send(epoch)
             handle.advance_to(epoch + 1)
             while probe.less_than(epoch + 1):
-                if sender and recorder.stretch == OFF:
-                    recorder.stretch = WAITING
                 worker.step_or_park(1.0)
+                if sender and recorder.stretch == OFF:
+                    # the step that sent the record's progress is over
+                    recorder.stretch = WAITING
             if not count_lines and epoch >= warmup:
                 now = clock()
                 events.append(("passed", now, now, epoch))

@@ -140,18 +140,20 @@ def test_wordcount_matches_one_worker_and_counter(tmp_path: Path) -> None:
 
 
 def test_a_sent_batch_leaves_before_the_steps_work(tmp_path: Path) -> None:
-    # Worker 0 sends a record to worker 1, then takes a step in which another operator of
-    # the dataflow sleeps 2 s: the record must reach worker 1 during that step, because
-    # what the program sent leaves when the step starts (not when its work is done).
+    # Worker 0 sends a record to worker 1 and advances its input, then pauses 1 s without
+    # stepping: the record must reach worker 1 during the pause (advancing sends the
+    # epoch's records on).  Then it sends another with send_batch and takes a step in
+    # which another operator sleeps 2 s: that record must reach worker 1 during the
+    # step, because what the program sent leaves when the step starts, not at its end.
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     launch_ok("-n", "2", "-w", "1", script("early_send"), str(out_dir), marker=str(tmp_path))
     times = read_results(out_dir)
-    step_started, step_ended = times[0]["step_started"], times[0]["step_ended"]
-    arrived = times[1]["arrived"]
-    assert step_ended - step_started >= early_send.SLOW_SECONDS * 0.9, times
-    assert arrived is not None, times
-    assert step_started <= arrived < step_ended, times
+    sender, arrived = times[0], times[1]["arrived"]
+    assert set(arrived) == {"7", "8"}, times
+    assert sender["advanced"] <= arrived["7"] < sender["paused"], times
+    assert sender["step_ended"] - sender["step_started"] >= early_send.SLOW_SECONDS * 0.9, times
+    assert sender["step_started"] <= arrived["8"] < sender["step_ended"], times
 
 
 def _leaf() -> st.SearchStrategy[list[Any]]:

@@ -89,6 +89,11 @@ class AsWorker(Protocol):
         """Send what this worker buffered for other processes now, not at the step's end."""
         ...
 
+    @property
+    def remote_flush(self) -> Callable[[], None] | None:
+        """:meth:`flush_sends` where this worker sends to other processes; else None."""
+        ...
+
     def activator_for(self, address: tuple[int, ...]) -> Callable[[], None]:
         """A function scheduling the operator at ``address`` in this worker's next step."""
         ...

@@ -80,6 +80,8 @@ class InputHandle(Generic[T]):
         # the same sends, leaving the report to the capability's downgrade (advance_to)
         self._unreported: list[Callable[[Any, list[T]], None]] = []
         self._closed = False
+        #: Sends what the worker buffered for other processes, where it has any.
+        self._flush_sends: Callable[[], None] | None = None
 
     @property
     def time(self) -> Any:
@@ -124,6 +126,7 @@ class InputHandle(Generic[T]):
         self._senders.append(owner_send(output))
         self._unreported.append(owner_send(output, report=False))
         scope.worker.register_input(self)
+        self._flush_sends = scope.worker.remote_flush
         return stream
 
     def _check_open(self, action: str) -> None:
@@ -198,6 +201,10 @@ class InputHandle(Generic[T]):
             # Each downgrade below reports its operator's changes, these sends' too.
             self._buffer = []
             self._push(records, self._unreported)
+            if self._flush_sends is not None:
+                # The epoch's records for other processes leave now, as Timely's
+                # communication thread sends them, not when the next step starts.
+                self._flush_sends()
         for cap in self._caps:
             cap.downgrade(time)
         self._time = time

@@ -152,6 +152,11 @@ class _RecordingWorker:
         """Have the worker send what it buffered."""
         self._worker.flush_sends()
 
+    @property
+    def remote_flush(self) -> Callable[[], None] | None:
+        """The worker's :attr:`~timelypy.Worker.remote_flush`."""
+        return self._worker.remote_flush
+
     def activator_for(self, address: tuple[int, ...]) -> Callable[[], None]:
         """The worker's activator (there is none for a dataflow it never installed)."""
         return self._worker.activator_for(address)

@@ -1,14 +1,18 @@
-"""A batch the program sends leaves its process when the next step starts, not when it ends.
+"""What a program sends leaves its process early: as its input advances, or as a step starts.
 
     python early_send.py OUT_DIR TIMELY-ARGS        (2 workers in all)
 
-Worker 0 sends one record through an exchange to worker 1, advances its
-input, then takes one step whose work is slow: another operator of the
-dataflow sleeps :data:`SLOW_SECONDS` in it.  Worker 1 steps until the record arrives.
+Worker 0 sends one record through an exchange to worker 1 and advances its
+input, then pauses :data:`PAUSE_SECONDS` without stepping: the record should
+reach worker 1 during the pause, as advancing an input sends its epoch's
+records on.  Then it sends a second record with ``send_batch`` (which does
+not advance) and takes one step whose work is slow: another operator of the
+dataflow sleeps :data:`SLOW_SECONDS` in it.  The second record should reach
+worker 1 while worker 0 is still in that step: what was sent leaves when a
+step starts, before its work.  Worker 1 steps until both records arrive.
 Each process writes ``OUT_DIR/process-P.json``, ``{"worker": {...}}``:
-worker 0 the wall-clock times its slow step started and ended, worker 1 the
-time the record reached its operator.  The record should arrive while worker
-0 is still in its slow step: it was sent before that step's work began.
+worker 0 the wall-clock times of the pause and the slow step, worker 1 the
+times each record reached its operator.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import timelypy
 
 #: How long worker 0's step takes (one operator's activation sleeps this long).
 SLOW_SECONDS = 2.0
+#: How long worker 0 waits, without stepping, after advancing its input.
+PAUSE_SECONDS = 1.0
 
 
 def program(worker: timelypy.Worker) -> dict[str, Any]:
@@ -31,7 +37,7 @@ def program(worker: timelypy.Worker) -> dict[str, Any]:
         raise SystemExit("early_send.py runs on exactly 2 workers")
     handle: timelypy.InputHandle[int] = timelypy.InputHandle()
     probe = timelypy.ProbeHandle()
-    arrived: list[float] = []
+    arrived: dict[int, float] = {}
     # The slow work: one record on worker 0, which sleeps in its first step.  It is in
     # the same dataflow, as the scope sends its progress (and with it what is buffered)
     # only when all of its operators have run.
@@ -39,7 +45,7 @@ def program(worker: timelypy.Worker) -> dict[str, Any]:
 
     def build(scope: timelypy.Scope) -> None:
         scope.input_from(handle).exchange(lambda x: 1).inspect(
-            lambda x: arrived.append(time.time())
+            lambda x: arrived.setdefault(x, time.time())
         ).probe_with(probe)
         scope.to_stream(slow).inspect(lambda x: time.sleep(SLOW_SECONDS))
 
@@ -47,16 +53,20 @@ def program(worker: timelypy.Worker) -> dict[str, Any]:
     result: dict[str, Any] = {}
     if worker.index == 0:
         handle.send(7)
+        result["advanced"] = time.time()
         handle.advance_to(1)
+        time.sleep(PAUSE_SECONDS)
+        result["paused"] = time.time()
+        handle.send_batch([8])
         result["step_started"] = time.time()
         worker.step()
         result["step_ended"] = time.time()
     else:
         handle.advance_to(1)
         deadline = time.monotonic() + 30
-        while not arrived and time.monotonic() < deadline:
+        while len(arrived) < 2 and time.monotonic() < deadline:
             worker.step_or_park(0.01)
-        result["arrived"] = arrived[0] if arrived else None
+        result["arrived"] = {str(record): at for record, at in arrived.items()}
     handle.close()
     worker.step_while(worker.has_dataflows, 0.05)
     return result
