@@ -51,3 +51,25 @@ def test_received_batches_are_added_in_order() -> None:
     progcaster.recv(into)
     assert into == {(1, 1, 0, 0): 0, (1, 1, 0, 1): 1}
     assert not progcaster._mailbox
+
+
+def test_by_port_the_batches_go_into_a_trackers_buffers() -> None:
+    """``send_by_port`` and ``recv_by_port``: the same updates, kept per (node, port) and time."""
+    progcaster, boxes, events = _progcaster(0, 2, flush=lambda: None)
+    targets: dict[tuple[int, int], dict[Any, int]] = {(2, 0): {5: 1}}
+    sources: dict[tuple[int, int], dict[Any, int]] = {}
+    assert progcaster.send_by_port({(2, 0, 0, 5): -1, (1, 1, 0, 6): 1, (1, 1, 0, 5): 0},
+                                   targets, sources)
+    batch = [((2, 0, 0, 5), -1), ((1, 1, 0, 6), 1)]
+    assert boxes == [[], [(0, 0, batch)]]
+    assert targets == {(2, 0): {5: 0}} and sources == {(1, 0): {6: 1}}
+    assert not progcaster.send_by_port({(1, 1, 0, 7): 0}, targets, sources)  # nothing to send
+    progcaster._mailbox.extend(
+        [(1, 0, [((1, 1, 0, 6), -1), ((1, 1, 0, 7), 1)]), (1, 1, [((3, 0, 1, 7), 2)])]
+    )
+    progcaster.recv_by_port(targets, sources)
+    assert targets == {(2, 0): {5: 0}, (3, 1): {7: 2}}
+    assert sources == {(1, 0): {6: 0, 7: 1}}
+    assert not progcaster._mailbox
+    assert [event[:3] for event in events] == [(True, 0, 0), (False, 0, 0), (False, 1, 0),
+                                               (False, 1, 1)]

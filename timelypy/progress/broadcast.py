@@ -80,9 +80,34 @@ class Progcaster:
         ``into`` is this worker's own receiving end: the batch is applied to
         it now, as a received batch is by :meth:`recv`.
         """
+        batch = self._broadcast(updates)
+        if batch is None:
+            return False
+        get = into.get
+        for key, diff in batch:
+            into[key] = get(key, 0) + diff
+        return True
+
+    def send_by_port(
+        self,
+        updates: dict[tuple[int, int, int, Any], int],
+        targets: dict[tuple[int, int], dict[Any, int]],
+        sources: dict[tuple[int, int], dict[Any, int]],
+    ) -> bool:
+        """:meth:`send`, adding the batch to per-port buffers as :meth:`recv_by_port` does."""
+        batch = self._broadcast(updates)
+        if batch is None:
+            return False
+        _add_by_port(batch, (targets, sources))
+        return True
+
+    def _broadcast(
+        self, updates: dict[tuple[int, int, int, Any], int]
+    ) -> list[ProgressUpdate] | None:
+        """Send the non-zero ``updates`` to every other worker as one batch; the batch, if any."""
         batch = [(key, diff) for key, diff in updates.items() if diff]
         if not batch:
-            return False
+            return None
         message = (self.source, self._counter, batch)
         log = self._log
         if log is not None:
@@ -94,10 +119,7 @@ class Progcaster:
         if log is not None:
             log(False, self.source, self._counter, batch)
         self._counter += 1
-        get = into.get
-        for key, diff in batch:
-            into[key] = get(key, 0) + diff
-        return True
+        return batch
 
     def deliver_to_self(
         self,
@@ -129,3 +151,36 @@ class Progcaster:
                 log(False, source, counter, batch)
             for key, diff in batch:
                 into[key] = get(key, 0) + diff
+
+    def recv_by_port(
+        self,
+        targets: dict[tuple[int, int], dict[Any, int]],
+        sources: dict[tuple[int, int], dict[Any, int]],
+    ) -> None:
+        """Add every received batch's updates to per-port buffers, as a tracker keeps them.
+
+        An update ``((node, kind, port, time), diff)`` adds ``diff`` to
+        ``targets[(node, port)][time]`` for an input (kind 0) and to
+        ``sources[(node, port)][time]`` for an output: what a root scope,
+        which has no boundary to translate, hands its tracker directly.
+        """
+        mailbox = self._mailbox
+        log = self._log
+        buffers = (targets, sources)
+        while mailbox:
+            source, counter, batch = mailbox.popleft()
+            if log is not None:
+                log(False, source, counter, batch)
+            _add_by_port(batch, buffers)
+
+
+def _add_by_port(
+    batch: list[ProgressUpdate], buffers: tuple[dict[tuple[int, int], dict[Any, int]], ...]
+) -> None:
+    for (node, kind, port, time), diff in batch:
+        into = buffers[kind]
+        changes = into.get((node, port))
+        if changes is None:
+            into[(node, port)] = {time: diff}
+        else:
+            changes[time] = changes.get(time, 0) + diff

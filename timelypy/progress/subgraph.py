@@ -420,14 +420,20 @@ class Subgraph(Operate):
         if self.refinement is not None:
             self._accept_frontier()
             self._harvest_inputs()
-        assert self.progcaster is not None
-        self.progcaster.recv(self._final)
+        progcaster: Progcaster = self.progcaster  # type: ignore[assignment]
+        tracker: Tracker = self.tracker  # type: ignore[assignment]
+        root = self.refinement is None
+        if root:
+            # No boundary to translate: received batches go straight to the tracker.
+            progcaster.recv_by_port(tracker._target_changes, tracker._source_changes)
+        else:
+            progcaster.recv(self._final)
         self._propagate_pointstamps()
         self._run_children()
         if self._local:
             if self.peers == 1:
                 # Broadcasting to every worker means delivering to this one.
-                self.progcaster.deliver_to_self(self._local, self._final)
+                progcaster.deliver_to_self(self._local, self._final)
                 self._local = {}
             else:
                 if self.demand and self._final:
@@ -436,10 +442,15 @@ class Subgraph(Operate):
                 if not self.demand or self._demanded():
                     # The batch goes to every other worker, and this one applies it
                     # now rather than receiving it through its own mailbox next step.
-                    self.progcaster.send(self._local, self._final)
+                    if root:
+                        progcaster.send_by_port(
+                            self._local, tracker._target_changes, tracker._source_changes
+                        )
+                    else:
+                        progcaster.send(self._local, self._final)
                     self._local = {}
                 # else keep accumulating: nothing in the batch can advance a frontier yet
-        if self._final:
+        if self._final or tracker._target_changes or tracker._source_changes:
             # Children this activates have the scope scheduled again (activate_child).
             self._propagate_pointstamps()
         # Children activated by the last propagation (say, by their inputs'
