@@ -468,3 +468,101 @@ def test_a_fusible_operator_that_keeps_a_capability_is_refused() -> None:
 
     with pytest.raises(timelypy.errors.TimelyError, match="never hold a capability"):
         timelypy.execute(Config(), program)
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_an_exchange_shares_its_frontier_with_the_chain_after_it(fuse: bool) -> None:
+    """Fused, ``exchange -> inspect -> probe`` is one frontier, kept at the exchange's input.
+
+    The exchange passes its input's frontier through (it keeps no capability),
+    so its output and the fused chain after it join its input, where the
+    records in flight between workers are counted.  The probe passes the same
+    epochs either way.
+    """
+
+    def program(worker: timelypy.Worker) -> tuple[dict[Any, Any], list[int]]:
+        handle = InputHandle()
+        probe = ProbeHandle()
+        scopes: list[Any] = []
+        seen: list[int] = []
+
+        def build(scope: timelypy.Scope) -> None:
+            scopes.append(scope.subgraph)
+            scope.input_from(handle).exchange(lambda x: x).inspect(seen.append).probe_with(probe)
+
+        worker.dataflow(build)
+        for epoch in range(20):
+            handle.send(epoch)
+            handle.advance_to(epoch + 1)
+            while probe.less_than(epoch + 1):
+                worker.step()
+        names = [child.name if child is not None else "" for child in scopes[0].children]
+        handle.close()
+        while worker.step_or_park(0):
+            pass
+        aliases = scopes[0].tracker._aliases
+        return {(kind, names[node], port): (names[to[1]], to[0]) for (kind, node, port), to
+                in aliases.items()}, seen
+
+    results = timelypy.execute(Config(workers=2, fuse=fuse), program)
+    expected = {
+        (1, "Exchange", 0): ("Exchange", 0),  # its output: the frontier of its input
+        (0, "Inspect", 0): ("Exchange", 0),  # the fused edge's far end
+        (1, "Inspect", 0): ("Exchange", 0),
+        (0, "Probe", 0): ("Exchange", 0),
+    }
+    for aliases, _ in results:
+        assert aliases == (expected if fuse else {})
+    assert sorted(x for _, seen in results for x in seen) == [x for x in range(20) for _ in "ab"]
+
+
+def test_an_operator_passing_its_frontier_through_that_keeps_a_capability_is_refused() -> None:
+    """``set_passes_through`` promises no capability is kept: breaking it raises, naming why."""
+
+    def program(worker: timelypy.Worker) -> None:
+        handle = InputHandle()
+        kept: list[Any] = []
+
+        def build(scope: timelypy.Scope) -> ProbeHandle:
+            builder = timelypy.OperatorBuilder("Keeper", scope)
+            inp = builder.new_input(scope.input_from(handle), timelypy.Exchange(lambda x: x))
+            out, stream = builder.new_output()
+
+            def constructor(caps: list[Any]) -> Callable[[Any], None]:
+                def logic(frontiers: Any) -> None:
+                    for cap, data in inp:
+                        kept.append(cap.retain())  # breaks the promise
+                        out.session(cap).give_batch(data)
+
+                return logic
+
+            builder.build(constructor)
+            builder.set_passes_through()
+            return stream.probe()
+
+        probe = worker.dataflow(build)
+        worker.step()  # the initial capabilities go; the frontiers are joined
+        handle.send(1)
+        handle.advance_to(1)
+        for _ in range(100):  # the kept capability would hold the probe forever
+            if not probe.less_than(1):
+                break
+            worker.step()
+
+    with pytest.raises(timelypy.errors.TimelyError, match="never hold a capability"):
+        timelypy.execute(Config(), program)
+
+
+def test_only_a_one_input_one_output_operator_passes_its_frontier_through() -> None:
+    def program(worker: timelypy.Worker) -> None:
+        def build(scope: timelypy.Scope) -> None:
+            builder = timelypy.OperatorBuilder("Two", scope)
+            builder.new_input(scope.to_stream([1]))
+            builder.new_input(scope.to_stream([2]))
+            builder.new_output()
+            builder.set_passes_through()
+
+        worker.dataflow(build)
+
+    with pytest.raises(timelypy.errors.PortError, match="'Two': only an operator with one input"):
+        timelypy.execute(Config(), program)

@@ -134,16 +134,20 @@ def shared_frontiers(
 
     * A fusible operator's output and its input: it never holds a capability
       (after its initial one is released), and its input reaches its output
-      unchanged, so the output's frontier is the input's.
-    * The two ends of a fused edge from a fusible operator: such a producer
-      only sends while the scope runs its pass, where the consumer takes
-      every batch at once (or, unfused under operator timing, later in the
-      same pass), so the edge never holds a message when progress is
+      unchanged, so the output's frontier is the input's.  The same holds
+      for an operator that passes its input's frontier through (an
+      exchange, :attr:`~timelypy.dataflow.operator.LeafOperator.passes_through`).
+    * The two ends of a fused edge from either kind of operator: such a
+      producer only sends while the scope runs its pass, where the consumer
+      takes every batch at once (or, unfused under operator timing, later
+      in the same pass), so the edge never holds a message when progress is
       propagated.
 
     A chain ``map -> filter -> inspect -> probe`` after an input thus has one
     frontier from the map's input to the probe, updated once per change
-    instead of once per location (:meth:`~timelypy.progress.subgraph.Subgraph.share_frontiers`).
+    instead of once per location (:meth:`~timelypy.progress.subgraph.Subgraph.share_frontiers`);
+    so has ``exchange -> inspect -> probe``, from the exchange's input, where
+    the records in flight between workers are counted.
     """
     children = subgraph.children
     links: list[tuple[Location, Location]] = []
@@ -151,14 +155,14 @@ def shared_frontiers(
         child = children[index]
         if (
             type(child) is LeafOperator
-            and child.fuse is not None
+            and (child.fuse is not None or child.passes_through)
             and child.inputs == 1
             and child.outputs == 1
         ):
             links.append((Location.new_target(index, 0), Location.new_source(index, 0)))
     for producer, output, consumer in edges:
         head = children[producer]
-        if type(head) is LeafOperator and head.fuse is not None:
+        if type(head) is LeafOperator and (head.fuse is not None or head.passes_through):
             links.append((Location.new_source(producer, output), Location.new_target(consumer, 0)))
     # Earlier locations first, so that a chain joins in one pass.
     links.sort(key=lambda link: (link[0].node, link[0].port.kind.value))

@@ -76,6 +76,11 @@ class LeafOperator(Operate):
         #: For a fusible operator, ``fuse(time, records)``: what one activation does to
         #: one batch, returning what it sends on (:mod:`timelypy.dataflow.fusion`).
         self.fuse: Callable[[Any, list[Any]], Any] | None = None
+        #: Whether the operator's output frontier is always its input's: it has one
+        #: input, reaching its one output unchanged, keeps no capability (after its
+        #: initial one) and sends only while it runs -- an exchange.  Fusion shares
+        #: the two frontiers, as it does a fusible operator's.
+        self.passes_through = False
         self._inputs: list[OperatorInput[Any]] = []
         self._queues: list[deque[tuple[Any, list[Any]]]] = []
         self._frontiers: list[Frontier] = []

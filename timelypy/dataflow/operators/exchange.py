@@ -21,12 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Exchange
 from timelypy.dataflow.extension import stream_method
-from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
-from timelypy.dataflow.operators.generic import UnaryLogic, unary
+from timelypy.dataflow.handles import Frontier
 from timelypy.dataflow.stream import Stream
+from timelypy.progress.operate import FrontierInterest
 
 __all__ = ["exchange"]
 
@@ -35,13 +36,22 @@ T = TypeVar("T")
 
 @stream_method
 def exchange(stream: Stream[T], key: Callable[[T], int]) -> Stream[T]:
-    """Route each record to worker ``key(record) % peers``."""
+    """Route each record to worker ``key(record) % peers``.
 
-    def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, T]:
-        def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
+    The operator only sends each batch on at its own time, so its output's
+    frontier is its input's (:meth:`OperatorBuilder.set_passes_through`).
+    """
+    builder = OperatorBuilder("Exchange", stream.scope)
+    inp = builder.new_input(stream, Exchange(key), interest=FrontierInterest.NEVER)
+    out, result = builder.new_output()
+
+    def constructor(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
+        def logic(frontiers: list[Frontier]) -> None:
             for cap, data in inp:
                 out.give_batch(cap, data)
 
         return logic
 
-    return unary(stream, Exchange(key), "Exchange", constructor)
+    builder.build(constructor)
+    builder.set_passes_through()
+    return result
