@@ -138,6 +138,8 @@ class ClusterNetwork:
         # (peer, connection) pairs heard from: connection 0 is the control one,
         # connection t + 1 that of the peer's worker thread t.
         self._hello: set[tuple[int, int]] = set()
+        #: Routing ids of the connections that said HELLO in this wire protocol.
+        self._greeted: set[bytes] = set()
         self._worker_dealers: dict[int, dict[int, zmq.Socket[bytes]]] = {}
         self._joined: set[int] = set()
         # Never replaced, only added to: allocators keep a reference to it.
@@ -449,19 +451,25 @@ class ClusterNetwork:
                 recv = self._router.recv
                 # Each further message is asked for with a zero-timeout poll too: a
                 # receive that finds nothing raises, which costs about three polls.
+                greeted = self._greeted
                 while True:
                     try:
                         routing = recv(NOBLOCK)
                     except zmq.Again:
                         break
-                    # A multipart message arrives whole: its second frame is here.  As
-                    # a Frame, it tells whether more follow without an option query
-                    # (which pyzmq turns into an enum).
-                    frame = recv(NOBLOCK, copy=False)
-                    if frame.more:
-                        self._foreign(routing, self._drain(frame.bytes))
+                    if routing in greeted:
+                        # A connection that said HELLO in this wire protocol sends
+                        # messages of one frame: a copy costs less than a Frame.
+                        self._dispatch(routing, memoryview(recv(NOBLOCK)), thread)
                     else:
-                        self._dispatch(routing, frame.buffer, thread)
+                        # A multipart message arrives whole: its second frame is here.
+                        # As a Frame, it tells whether more follow without an option
+                        # query (which pyzmq turns into an enum).
+                        frame = recv(NOBLOCK, copy=False)
+                        if frame.more:
+                            self._foreign(routing, self._drain(frame.bytes))
+                        else:
+                            self._dispatch(routing, frame.buffer, thread)
                     if first or not zmq_poll(items, 0):
                         break
             return True
@@ -516,6 +524,7 @@ class ClusterNetwork:
                 self._foreign(routing, f"a HELLO of wire protocol {version}")
                 return
             self._hello.add((sender, connection))
+            self._greeted.add(routing)
             return
         if kind not in (GOODBYE, ABORT) or len(message) < CONTROL.size:
             self._foreign(routing, message)
