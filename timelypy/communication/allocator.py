@@ -145,10 +145,11 @@ class LocalMailboxes(Allocator):
         events = self._events
         if not events:
             return []
-        taken = []
-        pop = events.popleft
+        # One at a time: other threads may append meanwhile (what they add after
+        # the last pop waits for the next call).
+        taken = [events.popleft()]
         while events:
-            taken.append(pop())
+            taken.append(events.popleft())
         return taken
 
     def poll(self) -> list[int]:

@@ -542,18 +542,16 @@ class ClusterNetwork:
             )
 
     def _deliver(self, routing: bytes, message: memoryview, thread: int | None) -> None:
-        shared = self.shared
-        boxes = shared.mailboxes
-        events = shared.events
-        wakers = shared.wakers
-        codec = self.codec
-        first = self.first_worker
         size = len(message)
         start = DATA_HEADER.size
         offset = start + DATA_HEADER.unpack_from(message)[1] * ENTRY.size if size >= start else -1
         if not start <= offset <= size:
             self._foreign(routing, f"a DATA message of {size} bytes, too short for its header")
             return
+        shared = self.shared
+        boxes = shared.mailboxes
+        first = self.first_worker
+        # (Most messages hold one or two entries: what each uses once is not aliased.)
         for channel, _source, target, payload_kind, length in ENTRY.iter_unpack(
             message[start:offset]
         ):
@@ -564,19 +562,19 @@ class ClusterNetwork:
             offset = end
             decoded: Any
             if payload_kind == KIND_BATCH:
-                decoded = codec.decode_batch(payload)
+                decoded = self.codec.decode_batch(payload)
             elif payload_kind == KIND_PROGRESS:
                 decoded = unpack_progress(payload)
             else:
-                decoded = codec.decode(payload)
+                decoded = self.codec.decode(payload)
             box = boxes.get((channel, target))
             if box is None:
                 box = shared.mailbox(channel, target)
             box.append(decoded)
             local = target - first
-            events[local].append(channel)
+            shared.events[local].append(channel)
             if local != thread:
-                wakers[local].set()
+                shared.wakers[local].set()
         if offset != size:
             self._foreign(routing, f"a DATA message of {size} bytes, whose entries say otherwise")
 

@@ -497,9 +497,11 @@ class Subgraph(Operate):
             self._marked = False
             return
         heap = self._active_heap  # empty outside a pass
-        heap.extend(pending)
         self._pending = set()
-        if len(heap) > 1:
+        if len(pending) == 1:
+            heap.append(pending.pop())
+        else:
+            heap.extend(pending)
             heapq.heapify(heap)
         self._marked = False
         previous = 0
@@ -542,7 +544,13 @@ class Subgraph(Operate):
             self._incomplete[index] = incomplete
         if not incomplete and not self._shut_down[index]:
             state = self._states[index]
-            if state.cap_counts == 0 and _all_empty(state.targets):
+            targets = state.targets
+            # (The first input still has a frontier: the common case, decided without a call.)
+            if (
+                state.cap_counts == 0
+                and (not targets or not targets[0].implications._frontier)
+                and _all_empty(targets)
+            ):
                 if _all_pointstamps_empty(state.sources):
                     self._shut_down[index] = True
                     child.shut_down()
