@@ -942,3 +942,82 @@ def test_negative_int_time_is_rejected():
         rig.root.delayed(-1)
     rig.root.drop()
     run_to_completion(rig.worker)
+
+
+# -- forward -------------------------------------------------------------------------
+
+
+def test_forward_sends_every_waiting_batch_on_at_its_time():
+    """``output.forward(input)`` is ``for cap, data in input: output.give_batch(cap, data)``."""
+
+    def run(forward: bool) -> list[Any]:
+        worker = new_worker()
+        handle: InputHandle[int] = InputHandle()
+
+        def build(scope):
+            builder = OperatorBuilder("Forward", scope)
+            inp = builder.new_input(scope.input_from(handle), Pipeline())
+            out, stream = builder.new_output()
+
+            def constructor(caps):
+                def logic(frontiers):
+                    if forward:
+                        out.forward(inp)
+                    else:
+                        for cap, data in inp:
+                            out.give_batch(cap, data)
+
+                return logic
+
+            builder.build(constructor)
+            return stream.capture(), stream.probe()
+
+        captured, probe = worker.dataflow(build)
+        feed_epochs(worker, handle, probe, {0: [1, 2], 1: [], 2: [3], 5: [4, 5, 6]})
+        finish(worker, handle)
+        return captured.extract()
+
+    assert run(True) == run(False) == [(0, [1, 2]), (2, [3]), (5, [4, 5, 6])]
+
+
+def test_forward_outside_the_activation_or_across_a_summary_raises():
+    worker = new_worker()
+    handle: InputHandle[int] = InputHandle()
+    errors: list[CapabilityError] = []
+    kept: list[Any] = []
+
+    def build(scope):
+        stream = scope.input_from(handle)
+        builder = OperatorBuilder("Delayed", scope)
+        inp = builder.new_input(stream, Pipeline(), connection={0: 1})  # time + 1 to the output
+        out, result = builder.new_output()
+        other = OperatorBuilder("Other", scope)
+        foreign = other.new_input(stream, Pipeline())
+        other.new_output()
+        other.build(lambda caps: lambda frontiers: foreign.discard())
+
+        def constructor(caps):
+            def logic(frontiers):
+                for attempt in (inp, foreign):
+                    try:
+                        out.forward(attempt)
+                    except CapabilityError as exc:
+                        errors.append(exc)
+                kept.append((out, inp))
+                inp.discard()
+
+            return logic
+
+        builder.build(constructor)
+        return result.probe()
+
+    probe = worker.dataflow(build)
+    feed_epochs(worker, handle, probe, {0: [1]})
+    output, inp = kept[0]
+    with pytest.raises(CapabilityError, match="only forwarded while the operator runs"):
+        output.forward(inp)
+    finish(worker, handle)
+    assert len(errors) >= 2  # two in each activation
+    assert "'Delayed' (worker 0), output 0: cannot forward input 0" in str(errors[0])
+    assert "does not reach this output without changing the time" in str(errors[0])
+    assert "the input belongs to operator 'Other'" in str(errors[1])

@@ -354,6 +354,45 @@ class OperatorOutput(Generic[T]):
         if records:
             self._send(cap.time, records)
 
+    def forward(self, inp: OperatorInput[T]) -> None:
+        """Send every batch waiting at ``inp`` on unchanged, each at its own time.
+
+        What ``for cap, data in inp: output.give_batch(cap, data)`` does (an
+        exchange's or a concatenation's whole logic), without an input
+        capability and its check per batch.  Only while the operator runs,
+        and only from one of its inputs that reaches this output without a
+        change of time.
+        """
+        op = self._op
+        if inp._op is not op or not op.running or self._index not in op.identity_paths[inp._index]:
+            self._cannot_forward(inp)
+        queue = inp._queue
+        if not queue:
+            return
+        if self._buffer:
+            self.flush()
+        consumed = inp._consumed
+        produced = self._produced
+        push = self._tee.push
+        while queue:
+            time, data = queue.popleft()
+            n = len(data)
+            consumed[time] = consumed.get(time, 0) + n
+            if n:
+                produced[time] = produced.get(time, 0) + n
+                push(time, data)
+
+    def _cannot_forward(self, inp: OperatorInput[T]) -> NoReturn:
+        op = self._op
+        where = f"operator {op.name!r} (worker {op.worker_index}), output {self._index}"
+        if inp._op is not op:
+            why = f"the input belongs to operator {inp._op.name!r}"
+        elif not op.running:
+            why = "an input is only forwarded while the operator runs"
+        else:
+            why = f"input {inp._index} does not reach this output without changing the time"
+        raise CapabilityError(f"{where}: cannot forward input {inp._index}: {why}")
+
     def _not_a_capability(self, cap: object) -> NoReturn:
         op = self._op
         raise CapabilityError(

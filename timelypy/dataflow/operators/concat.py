@@ -41,8 +41,7 @@ def concatenate(scope: Scope, streams: Sequence[Stream[T]]) -> Stream[T]:
     def constructor(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
         def logic(frontiers: list[Frontier]) -> None:
             for inp in inputs:
-                for cap, data in inp:
-                    out.give_batch(cap, data)
+                out.forward(inp)
 
         return logic
 

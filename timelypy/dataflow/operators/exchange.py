@@ -47,8 +47,7 @@ def exchange(stream: Stream[T], key: Callable[[T], int]) -> Stream[T]:
 
     def constructor(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
         def logic(frontiers: list[Frontier]) -> None:
-            for cap, data in inp:
-                out.give_batch(cap, data)
+            out.forward(inp)
 
         return logic
 

@@ -78,8 +78,7 @@ def inspect_frontier(
         last: list[Any] = [None]
 
         def logic(inp: OperatorInput[T], out: OperatorOutput[T]) -> None:
-            for cap, data in inp:
-                out.give_batch(cap, data)
+            out.forward(inp)
             frontier = inp.frontier.frontier()
             if frontier != last[0]:
                 last[0] = frontier
