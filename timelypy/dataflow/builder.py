@@ -188,7 +188,7 @@ class OperatorBuilder:
         Only for an operator with one input and one output, connected with
         the default (identity) summary, whose logic sends only under its
         input's capabilities and keeps no capability (an exchange's logic:
-        ``for cap, data in input: output.give_batch(cap, data)``).  Where
+        ``output.forward(input)``).  Where
         the scope fuses operators, it then updates one frontier for both
         (:mod:`timelypy.dataflow.fusion`); a capability held at the output
         anyway is an error, raised when progress is propagated.
@@ -199,7 +199,7 @@ class OperatorBuilder:
                 f"operator {self.name!r}: only an operator with one input and one output "
                 f"passes its input's frontier through (it has {op.inputs} and {op.outputs})"
             )
-        self._op.passes_through = True
+        op.passes_through = True
 
     def build_passive(self, constructor: Callable[[list[Capability]], Any]) -> None:
         """Finish an operator with no logic: only code outside it sends and moves capabilities.
