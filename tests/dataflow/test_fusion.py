@@ -433,8 +433,11 @@ def test_exchange_after_a_fused_chain(fuse: bool) -> None:
     assert all(x % 3 == worker for worker, part in enumerate(results) for x in part)
 
 
-def test_a_fusible_operator_that_keeps_a_capability_is_refused() -> None:
-    """``set_fuse`` promises no capability is kept: breaking the promise raises, naming why."""
+@pytest.mark.parametrize("promise", ["fuse", "passes_through"])
+def test_an_operator_that_breaks_its_promise_and_keeps_a_capability_is_refused(
+    promise: str,
+) -> None:
+    """``set_fuse`` and ``set_passes_through`` promise no capability is kept: breaking it raises."""
 
     def program(worker: timelypy.Worker) -> None:
         handle = InputHandle()
@@ -442,7 +445,8 @@ def test_a_fusible_operator_that_keeps_a_capability_is_refused() -> None:
 
         def build(scope: timelypy.Scope) -> ProbeHandle:
             builder = timelypy.OperatorBuilder("Keeper", scope)
-            inp = builder.new_input(scope.input_from(handle), timelypy.Pipeline())
+            pact = timelypy.Pipeline() if promise == "fuse" else timelypy.Exchange(lambda x: x)
+            inp = builder.new_input(scope.input_from(handle), pact)
             out, stream = builder.new_output()
 
             def constructor(caps: list[Any]) -> Callable[[Any], None]:
@@ -453,8 +457,11 @@ def test_a_fusible_operator_that_keeps_a_capability_is_refused() -> None:
 
                 return logic
 
-            builder.set_fuse(lambda time, records: records)
             builder.build(constructor)
+            if promise == "fuse":
+                builder.set_fuse(lambda time, records: records)
+            else:
+                builder.set_passes_through()
             return stream.probe()
 
         probe = worker.dataflow(build)
@@ -514,43 +521,6 @@ def test_an_exchange_shares_its_frontier_with_the_chain_after_it(fuse: bool) -> 
     for aliases, _ in results:
         assert aliases == (expected if fuse else {})
     assert sorted(x for _, seen in results for x in seen) == [x for x in range(20) for _ in "ab"]
-
-
-def test_an_operator_passing_its_frontier_through_that_keeps_a_capability_is_refused() -> None:
-    """``set_passes_through`` promises no capability is kept: breaking it raises, naming why."""
-
-    def program(worker: timelypy.Worker) -> None:
-        handle = InputHandle()
-        kept: list[Any] = []
-
-        def build(scope: timelypy.Scope) -> ProbeHandle:
-            builder = timelypy.OperatorBuilder("Keeper", scope)
-            inp = builder.new_input(scope.input_from(handle), timelypy.Exchange(lambda x: x))
-            out, stream = builder.new_output()
-
-            def constructor(caps: list[Any]) -> Callable[[Any], None]:
-                def logic(frontiers: Any) -> None:
-                    for cap, data in inp:
-                        kept.append(cap.retain())  # breaks the promise
-                        out.session(cap).give_batch(data)
-
-                return logic
-
-            builder.build(constructor)
-            builder.set_passes_through()
-            return stream.probe()
-
-        probe = worker.dataflow(build)
-        worker.step()  # the initial capabilities go; the frontiers are joined
-        handle.send(1)
-        handle.advance_to(1)
-        for _ in range(100):  # the kept capability would hold the probe forever
-            if not probe.less_than(1):
-                break
-            worker.step()
-
-    with pytest.raises(timelypy.errors.TimelyError, match="never hold a capability"):
-        timelypy.execute(Config(), program)
 
 
 def test_only_a_one_input_one_output_operator_passes_its_frontier_through() -> None:
