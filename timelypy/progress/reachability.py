@@ -562,6 +562,20 @@ class Tracker:
         self._emptied: list[int] = []
         self._output_changes: list[dict[Any, int]] = [{} for _ in range(scope_outputs)]
         self._total_counts = 0
+        #: Per kind (0: targets, 1: sources), per ``(node, port)``: the port's pointstamps
+        #: and its summaries to the scope's outputs (what :meth:`_pointstamp_changes` reads).
+        self._port_table: tuple[dict[tuple[int, int], tuple[MutableAntichain[Any], Any]], ...] = (
+            {
+                (node, port): (info.pointstamps, self._target_summaries[node][port])
+                for node, state in enumerate(self._per_operator)
+                for port, info in enumerate(state.targets)
+            },
+            {
+                (node, port): (info.pointstamps, self._source_summaries[node][port])
+                for node, state in enumerate(self._per_operator)
+                for port, info in enumerate(state.sources)
+            },
+        )
 
     def _build_dag_order(self) -> None:
         """If the location graph has no cycle at all, number locations topologically.
@@ -829,22 +843,18 @@ class Tracker:
         counts, and what the scope's outputs may still see.
         """
         result: list[tuple[int, int, int, list[tuple[Any, int]]]] = []
-        output_changes = self._output_changes
-        per_operator = self._per_operator
         total = 0
         for kind, buffered in ((0, self._target_changes), (1, self._source_changes)):
             if not buffered:
                 continue
             if kind == 0:
                 self._target_changes = {}
-                summaries_of = self._target_summaries
             else:
                 self._source_changes = {}
-                summaries_of = self._source_summaries
-            for (node, port), updates in buffered.items():
-                operator = per_operator[node]
-                ports = operator.targets if kind == 0 else operator.sources
-                changes = ports[port].pointstamps.update_iter(updates.items())
+            table = self._port_table[kind]
+            for key, updates in buffered.items():
+                pointstamps, summaries = table[key]
+                changes = pointstamps.update_iter(updates.items())
                 if not changes:
                     continue
                 net = 0
@@ -853,30 +863,28 @@ class Tracker:
                 if net:  # (a frontier element moving, a downgrade, changes no count)
                     total += net
                     if kind == 1:
-                        operator.cap_counts += net
-                summaries = summaries_of[node][port]
+                        self._per_operator[key[0]].cap_counts += net
                 if summaries:
+                    output_changes = self._output_changes
                     for time, diff in changes:
                         for output, summary in summaries:
                             out = _apply(summary, time)
                             if out is not None:
                                 oc = output_changes[output]
                                 oc[out] = oc.get(out, 0) + diff
-                result.append((kind, node, port, changes))
+                result.append((kind, key[0], key[1], changes))
         if total:
             self._total_counts += total
         return result
 
     def _propagate_dag(self) -> None:
         """Propagation for acyclic graphs: each location once, in topological order."""
-        pending: dict[int, dict[Any, int]] = {}
-        heap: list[int] = []
-        heappush = heapq.heappush
-
-        dag_index = (self._dag_target, self._dag_source)
         moved = self._pointstamp_changes()
         if not moved:
             return
+        pending: dict[int, dict[Any, int]] = {}
+        heap: list[int] = []
+        dag_index = (self._dag_target, self._dag_source)
         first: list[tuple[Any, int]] | None = None
         if len(moved) == 1:
             # One location moved (a lone capability's downgrade, the common small
@@ -892,17 +900,15 @@ class Tracker:
                     raise _fused_pointstamp(kind, node, port)
                 _wait(pending, heap, location, changes)
 
-        heappop = heapq.heappop
         pushed = self._pushed
         emptied = self._emptied
         dag = self._dag
-        u64_max = U64_MAX
         while True:
             if first is not None:
                 updates: list[tuple[Any, int]] = first
                 first = None
             elif heap:
-                location = heappop(heap)
+                location = heapq.heappop(heap)
                 waiting = pending.pop(location, None)
                 if waiting is None:
                     continue  # reached along a chain already
@@ -942,11 +948,11 @@ class Tracker:
                         waiting = pending.get(successor)
                         if waiting is None:
                             waiting = pending[successor] = {}
-                            heappush(heap, successor)
+                            heapq.heappush(heap, successor)
                         for t, d in changes:
                             if type(summary) is int:
                                 out = t + summary
-                                if out > u64_max:
+                                if out > U64_MAX:
                                     continue
                             else:
                                 out = summary.results_in(t)
