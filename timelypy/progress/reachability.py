@@ -502,10 +502,11 @@ class Tracker:
         scope_inputs = shape[0][1]
         scope_outputs = shape[0][0]
         self.scope_summary: Connectivity = [{} for _ in range(scope_inputs)]
-        self._target_summaries: list[list[list[tuple[int, Any]]]] = [
+        # Per node and port, its summaries to the scope's outputs (read into _port_table).
+        target_summaries: list[list[list[tuple[int, Any]]]] = [
             [[] for _ in range(i)] for i, _ in shape
         ]
-        self._source_summaries: list[list[list[tuple[int, Any]]]] = [
+        source_summaries: list[list[list[tuple[int, Any]]]] = [
             [[] for _ in range(o)] for _, o in shape
         ]
         for location, port_conn in output_summaries.items():
@@ -515,9 +516,9 @@ class Tracker:
                 if location.is_source:
                     self.scope_summary[index] = port_conn
             elif location.is_target:
-                self._target_summaries[location.node][index] = flat
+                target_summaries[location.node][index] = flat
             else:
-                self._source_summaries[location.node][index] = flat
+                source_summaries[location.node][index] = flat
 
         # Per port, what propagation needs: the implications, their update method
         # and where changes go next (summaries to outputs, or edges to targets).
@@ -566,12 +567,12 @@ class Tracker:
         #: and its summaries to the scope's outputs (what :meth:`_pointstamp_changes` reads).
         self._port_table: tuple[dict[tuple[int, int], tuple[MutableAntichain[Any], Any]], ...] = (
             {
-                (node, port): (info.pointstamps, self._target_summaries[node][port])
+                (node, port): (info.pointstamps, target_summaries[node][port])
                 for node, state in enumerate(self._per_operator)
                 for port, info in enumerate(state.targets)
             },
             {
-                (node, port): (info.pointstamps, self._source_summaries[node][port])
+                (node, port): (info.pointstamps, source_summaries[node][port])
                 for node, state in enumerate(self._per_operator)
                 for port, info in enumerate(state.sources)
             },

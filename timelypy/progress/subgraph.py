@@ -544,13 +544,7 @@ class Subgraph(Operate):
             self._incomplete[index] = incomplete
         if not incomplete and not self._shut_down[index]:
             state = self._states[index]
-            targets = state.targets
-            # (The first input still has a frontier: the common case, decided without a call.)
-            if (
-                state.cap_counts == 0
-                and (not targets or not targets[0].implications._frontier)
-                and _all_empty(targets)
-            ):
+            if state.cap_counts == 0 and _all_empty(state.targets):
                 if _all_pointstamps_empty(state.sources):
                     self._shut_down[index] = True
                     child.shut_down()
