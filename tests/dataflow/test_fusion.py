@@ -20,6 +20,7 @@ import timelypy
 from tests.stepping import observed
 from timelypy import Config, InputHandle, ProbeHandle
 from timelypy.dataflow.fusion import fused_edges
+from timelypy.progress.metrics import time_operators
 
 # One pipeline step: (kind, parameter).
 Op = tuple[str, int]
@@ -536,3 +537,67 @@ def test_only_a_one_input_one_output_operator_passes_its_frontier_through() -> N
 
     with pytest.raises(timelypy.errors.PortError, match="'Two': only an operator with one input"):
         timelypy.execute(Config(), program)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("fuse", [True, False])
+def test_an_inputs_chain_shares_the_inputs_own_frontier(fuse: bool, workers: int) -> None:
+    """Fused, ``input -> map -> inspect -> probe`` is one frontier: the input's capabilities.
+
+    The input's output is a mirrored location (nothing reaches it), so the
+    chain's inputs share the antichain of its pointstamps and a downgrade
+    updates one antichain.  A batch queued while the dataflow was built, and
+    batches queued while operators are timed, are counted and taken in one
+    pass: the probe passes the same epochs, every record arrives once.
+    """
+
+    def program(worker: timelypy.Worker) -> tuple[dict[Any, Any], bool, list[int], list[int]]:
+        handle = InputHandle()
+        probe = ProbeHandle()
+        scopes: list[Any] = []
+        seen: list[int] = []
+
+        def build(scope: timelypy.Scope) -> None:
+            scopes.append(scope.subgraph)
+            scope.input_from(handle).map(lambda x: x * 10).inspect(seen.append).probe_with(probe)
+            handle.send_batch([-1])  # queued: the chain is not fused yet
+
+        worker.dataflow(build)
+        passed: list[int] = []
+        try:
+            for epoch in range(12):
+                time_operators(4 <= epoch < 8)
+                handle.send(epoch)
+                handle.advance_to(epoch + 1)
+                while probe.less_than(epoch + 1):
+                    worker.step()
+                passed.append(epoch)
+        finally:
+            time_operators(False)
+        (dataflow,) = scopes
+        names = [child.name if child is not None else "" for child in dataflow.children]
+        tracker = dataflow.tracker
+        shared = tracker.node_state(2).targets[0].implications is (
+            tracker.node_state(1).sources[0].pointstamps
+        )
+        handle.close()
+        while worker.step_or_park(0):
+            pass
+        aliases = {(kind, names[node], port): (names[to[1]], to[0])
+                   for (kind, node, port), to in dataflow.tracker._aliases.items()}
+        return aliases, shared, passed, seen
+
+    results = timelypy.execute(Config(workers=workers, fuse=fuse), program)
+    expected = {
+        (0, "Map", 0): ("Input", 1),  # the fused edge's far end: the input's own frontier
+        (1, "Map", 0): ("Input", 1),
+        (0, "Inspect", 0): ("Input", 1),
+        (1, "Inspect", 0): ("Input", 1),
+        (0, "Probe", 0): ("Input", 1),
+    }
+    for aliases, shared, passed, _ in results:
+        assert aliases == (expected if fuse else {})
+        assert shared is fuse
+        assert passed == list(range(12))
+    records = sorted(x for *_, seen in results for x in seen)
+    assert records == sorted([-10, *range(0, 120, 10)] * workers)

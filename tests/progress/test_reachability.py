@@ -448,6 +448,10 @@ def test_a_mirrored_source_joins_a_chain_while_counted_more_than_once():
     link = (Location.new_source(1, 0), Location.new_target(2, 0))
     assert tracker.alias([link]) == []
     assert tracker.target_implications(Target(2, 0)) is tracker.source_implications(Source(1, 0))
+    # behind its mirrored head, the member reads the shared counts as the head does
+    member = tracker.node_state(2).targets[0]
+    assert member.mirrored and member.implication_counts() == {0: 1}
+    assert member.is_global(0) and not member.is_global(1)
     tracker.update_source(Source(1, 0), 0, -2)
     tracker.update_source(Source(1, 0), 3, 1)
     tracker.propagate_all()

@@ -142,9 +142,16 @@ def shared_frontiers(
       takes every batch at once (or, unfused under operator timing, later
       in the same pass), so the edge never holds a message when progress is
       propagated.
+    * The two ends of a fused edge from a passive operator (an input
+      handle's): its batch runs through the chain as it is sent, between
+      steps; one that must queue instead (behind batches queued while the
+      dataflow was built, or under operator timing) is counted in the next
+      pass, which the consumer it activated runs too, taking it.  The
+      consumer's input then shares the input's own antichain of
+      capabilities (a mirrored location, :class:`~timelypy.progress.reachability.PortInformation`).
 
     A chain ``map -> filter -> inspect -> probe`` after an input thus has one
-    frontier from the map's input to the probe, updated once per change
+    frontier from the input's output to the probe, updated once per change
     instead of once per location (:meth:`~timelypy.progress.subgraph.Subgraph.share_frontiers`);
     so has ``exchange -> inspect -> probe``, from the exchange's input, where
     the records in flight between workers are counted.
@@ -162,7 +169,9 @@ def shared_frontiers(
             links.append((Location.new_target(index, 0), Location.new_source(index, 0)))
     for producer, output, consumer in edges:
         head = children[producer]
-        if type(head) is LeafOperator and (head.fuse is not None or head.passes_through):
+        if type(head) is LeafOperator and (
+            head.fuse is not None or head.passes_through or head.passive
+        ):
             links.append((Location.new_source(producer, output), Location.new_target(consumer, 0)))
     # Earlier locations first, so that a chain joins in one pass.
     links.sort(key=lambda link: (link[0].node, link[0].port.kind.value))

@@ -367,7 +367,9 @@ class PortInformation:
     implications are exactly the pointstamps' frontier, one count each.
     There the tracker makes ``implications`` the ``pointstamps`` object
     itself (``mirrored``), so one update maintains both: read only its
-    frontier as the implications, not its counts.
+    frontier as the implications, not its counts.  A location that shares
+    such a location's frontier (:meth:`Tracker.alias`) shares that antichain
+    and is ``mirrored`` too.
     """
 
     __slots__ = ("implications", "mirrored", "pointstamps")
@@ -388,7 +390,7 @@ class PortInformation:
     def implication_counts(self) -> dict[Any, int]:
         """The implications' counts by time (one per frontier element where mirrored)."""
         if self.mirrored:
-            return dict.fromkeys(self.pointstamps._frontier, 1)
+            return dict.fromkeys(self.implications._frontier, 1)
         return dict(self.implications._counts)
 
     def is_global(self, time: Any) -> bool:
@@ -399,7 +401,7 @@ class PortInformation:
         may advance a frontier.
         """
         if self.mirrored:  # each frontier element is implied once, by itself
-            return not self.pointstamps.less_than(time)
+            return not self.implications.less_than(time)
         return not self.implications.less_than(time) and self.implications.count_for(time) <= 1
 
 
@@ -737,7 +739,10 @@ class Tracker:
             moved = [b, *self._members.pop(b, ())]
             for member in moved:
                 aliases[member] = head
-                self._port_info(member).implications = head_info.implications
+                member_info = self._port_info(member)
+                member_info.implications = head_info.implications
+                # Behind a mirrored head, the shared antichain's counts are pointstamps'.
+                member_info.mirrored = head_info.mirrored
             self._members.setdefault(head, []).extend(moved)
             done += 1
         if done:
