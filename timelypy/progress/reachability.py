@@ -863,9 +863,12 @@ class Tracker:
                 changes = pointstamps.update_iter(updates.items())
                 if not changes:
                     continue
-                net = 0
-                for _, diff in changes:
-                    net += diff
+                if len(changes) == 2:  # one element for another, or two come or go
+                    net = changes[0][1] + changes[1][1]
+                else:
+                    net = 0
+                    for _, diff in changes:
+                        net += diff
                 if net:  # (a frontier element moving, a downgrade, changes no count)
                     total += net
                     if kind == 1:
@@ -890,85 +893,80 @@ class Tracker:
             return
         pending: dict[int, dict[Any, int]] = {}
         heap: list[int] = []
-        dag_index = (self._dag_target, self._dag_source)
-        first: list[tuple[Any, int]] | None = None
+        updates: list[tuple[Any, int]]
         if len(moved) == 1:
             # One location moved (a lone capability's downgrade, the common small
             # step): start there without the heap; its changes are consolidated.
-            kind, node, port, first = moved[0]
-            location = dag_index[kind][node][port]
+            kind, node, port, updates = moved[0]
+            location = (self._dag_source if kind else self._dag_target)[node][port]
             if location < 0:
                 raise _fused_pointstamp(kind, node, port)
         else:
+            dag_index = (self._dag_target, self._dag_source)
             for kind, node, port, changes in moved:
                 location = dag_index[kind][node][port]
                 if location < 0:
                     raise _fused_pointstamp(kind, node, port)
                 _wait(pending, heap, location, changes)
-
+            location = -1  # the first comes from the heap
         pushed = self._pushed
-        emptied = self._emptied
         dag = self._dag
         while True:
-            if first is not None:
-                updates: list[tuple[Any, int]] = first
-                first = None
-            elif heap:
+            if location < 0:
+                if not heap:
+                    return
                 location = heapq.heappop(heap)
                 waiting = pending.pop(location, None)
                 if waiting is None:
+                    location = -1
                     continue  # reached along a chain already
                 updates = list(waiting.items())
+            kind, node, port, implications, nexts, chain, report, nodes, mirror = dag[location]
+            location = -1
+            if mirror:
+                changes = updates  # the pointstamps' changes, applied already
+            elif len(updates) == 1:
+                time, diff = updates[0]
+                changes = implications.update(time, diff) if diff else []
             else:
-                break
-            while True:
-                kind, node, port, implications, nexts, chain, report, nodes, mirror = dag[location]
-                if mirror:
-                    changes = updates  # the pointstamps' changes, applied already
-                elif len(updates) == 1:
-                    time, diff = updates[0]
-                    changes = implications.update(time, diff) if diff else []
+                changes = implications.update_iter(updates)
+            if not changes:
+                continue
+            for reported in report:
+                for t, d in changes:
+                    key = (*reported, t)
+                    pushed[key] = pushed.get(key, 0) + d
+            if not implications._frontier:
+                self._emptied.extend(nodes)
+            if chain >= 0:
+                # The only successor, with no other predecessor: go on directly.
+                location = chain
+                waiting = pending.pop(location, None)
+                if waiting is None:
+                    updates = changes
                 else:
-                    changes = implications.update_iter(updates)
-                if not changes:
-                    break
-                for reported in report:
                     for t, d in changes:
-                        key = (*reported, t)
-                        pushed[key] = pushed.get(key, 0) + d
-                if not implications._frontier:
-                    emptied.extend(nodes)
-                if chain >= 0:
-                    # The only successor, with no other predecessor: go on directly.
-                    location = chain
-                    waiting = pending.pop(location, None)
+                        waiting[t] = waiting.get(t, 0) + d
+                    updates = list(waiting.items())
+            elif kind == 0:
+                for successor, summary in nexts:
+                    waiting = pending.get(successor)
                     if waiting is None:
-                        updates = changes
-                    else:
-                        for t, d in changes:
-                            waiting[t] = waiting.get(t, 0) + d
-                        updates = list(waiting.items())
-                    continue
-                if kind == 0:
-                    for successor, summary in nexts:
-                        waiting = pending.get(successor)
-                        if waiting is None:
-                            waiting = pending[successor] = {}
-                            heapq.heappush(heap, successor)
-                        for t, d in changes:
-                            if type(summary) is int:
-                                out = t + summary
-                                if out > U64_MAX:
-                                    continue
-                            else:
-                                out = summary.results_in(t)
-                                if out is None:
-                                    continue
-                            waiting[out] = waiting.get(out, 0) + d
-                else:
-                    for successor in nexts:
-                        _wait(pending, heap, successor, changes)
-                break
+                        waiting = pending[successor] = {}
+                        heapq.heappush(heap, successor)
+                    for t, d in changes:
+                        if type(summary) is int:
+                            out = t + summary
+                            if out > U64_MAX:
+                                continue
+                        else:
+                            out = summary.results_in(t)
+                            if out is None:
+                                continue
+                        waiting[out] = waiting.get(out, 0) + d
+            else:
+                for successor in nexts:
+                    _wait(pending, heap, successor, changes)
 
     def _propagate_all(self) -> None:
         heappush = heapq.heappush
