@@ -391,6 +391,46 @@ def test_aliased_locations_follow_the_location_before_them():
     assert dict(joined.pushed()) == dict(plain.pushed())
 
 
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 6), st.integers(-2, 3)), min_size=1, max_size=4),
+        max_size=12,
+    )
+)
+def test_a_chain_joined_to_a_mirrored_source_sees_what_it_saw_unjoined(steps):
+    """A line joined from the mirrored source on: the same frontiers, reports and counts.
+
+    Node 1's output is mirrored (nothing reaches it); joining node 2's input
+    to it makes the whole line share its antichain, whose counts are the
+    pointstamps' (several at one time, as several workers' capabilities).
+    After every propagation each location shows the frontier, the
+    implication counts and the reported changes it shows unjoined.
+    """
+    plain, _ = _line(4).build()
+    joined, _ = _line(4).build()
+    links = [(Location.new_source(1, 0), Location.new_target(2, 0))]
+    links += [(Location.new_target(n, 0), Location.new_source(n, 0)) for n in (2, 3, 4)]
+    links += [(Location.new_source(n, 0), Location.new_target(n + 1, 0)) for n in (2, 3)]
+    assert joined.alias(links) == []
+    assert joined.target_implications(Target(4, 0)) is joined.source_implications(Source(1, 0))
+    held: dict[int, int] = {}
+    for updates in steps:
+        for time, diff in updates:
+            diff = max(diff, -held.get(time, 0))  # never below zero capabilities
+            held[time] = held.get(time, 0) + diff
+            for tracker in (plain, joined):
+                tracker.update_source(Source(1, 0), time, diff)
+        for tracker in (plain, joined):
+            tracker.propagate_all()
+        assert _frontiers(joined, 4) == _frontiers(plain, 4)
+        assert dict(joined.pushed()) == dict(plain.pushed())
+        for n in range(2, 5):
+            for state in (joined.node_state(n), plain.node_state(n)):
+                assert state.targets[0].implication_counts() == dict.fromkeys(
+                    plain.target_implications(Target(n, 0)).frontier(), 1
+                )
+
+
 def test_alias_skips_what_is_not_a_chain_and_waits_for_held_pointstamps():
     tracker, _ = _line(3).build()
     a, b = Location.new_target(2, 0), Location.new_source(2, 0)
