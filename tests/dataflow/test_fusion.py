@@ -478,52 +478,6 @@ def test_an_operator_that_breaks_its_promise_and_keeps_a_capability_is_refused(
         timelypy.execute(Config(), program)
 
 
-@pytest.mark.parametrize("fuse", [True, False])
-def test_an_exchange_shares_its_frontier_with_the_chain_after_it(fuse: bool) -> None:
-    """Fused, ``exchange -> inspect -> probe`` is one frontier, kept at the exchange's input.
-
-    The exchange passes its input's frontier through (it keeps no capability),
-    so its output and the fused chain after it join its input, where the
-    records in flight between workers are counted.  The probe passes the same
-    epochs either way.
-    """
-
-    def program(worker: timelypy.Worker) -> tuple[dict[Any, Any], list[int]]:
-        handle = InputHandle()
-        probe = ProbeHandle()
-        scopes: list[Any] = []
-        seen: list[int] = []
-
-        def build(scope: timelypy.Scope) -> None:
-            scopes.append(scope.subgraph)
-            scope.input_from(handle).exchange(lambda x: x).inspect(seen.append).probe_with(probe)
-
-        worker.dataflow(build)
-        for epoch in range(20):
-            handle.send(epoch)
-            handle.advance_to(epoch + 1)
-            while probe.less_than(epoch + 1):
-                worker.step()
-        names = [child.name if child is not None else "" for child in scopes[0].children]
-        handle.close()
-        while worker.step_or_park(0):
-            pass
-        aliases = scopes[0].tracker._aliases
-        return {(kind, names[node], port): (names[to[1]], to[0]) for (kind, node, port), to
-                in aliases.items()}, seen
-
-    results = timelypy.execute(Config(workers=2, fuse=fuse), program)
-    expected = {
-        (1, "Exchange", 0): ("Exchange", 0),  # its output: the frontier of its input
-        (0, "Inspect", 0): ("Exchange", 0),  # the fused edge's far end
-        (1, "Inspect", 0): ("Exchange", 0),
-        (0, "Probe", 0): ("Exchange", 0),
-    }
-    for aliases, _ in results:
-        assert aliases == (expected if fuse else {})
-    assert sorted(x for _, seen in results for x in seen) == [x for x in range(20) for _ in "ab"]
-
-
 def test_only_a_one_input_one_output_operator_passes_its_frontier_through() -> None:
     def program(worker: timelypy.Worker) -> None:
         def build(scope: timelypy.Scope) -> None:
@@ -539,16 +493,42 @@ def test_only_a_one_input_one_output_operator_passes_its_frontier_through() -> N
         timelypy.execute(Config(), program)
 
 
+#: Per head of a fused chain: the aliases the tracker keeps, as
+#: ``(kind, operator, port) -> (operator, kind of the group's head)``.
+_SHARED = {
+    # The exchange passes its input's frontier through: its output and the chain
+    # after it join its input, where the records in flight between workers are counted.
+    "exchange": {
+        (1, "Exchange", 0): ("Exchange", 0),
+        (0, "Inspect", 0): ("Exchange", 0),
+        (1, "Inspect", 0): ("Exchange", 0),
+        (0, "Probe", 0): ("Exchange", 0),
+    },
+    # The input's output is mirrored (nothing reaches it): the chain fused after
+    # it shares the antichain of the input's own capabilities.
+    "map": {
+        (0, "Map", 0): ("Input", 1),
+        (1, "Map", 0): ("Input", 1),
+        (0, "Inspect", 0): ("Input", 1),
+        (1, "Inspect", 0): ("Input", 1),
+        (0, "Probe", 0): ("Input", 1),
+    },
+}
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("fuse", [True, False])
-def test_an_inputs_chain_shares_the_inputs_own_frontier(fuse: bool, workers: int) -> None:
-    """Fused, ``input -> map -> inspect -> probe`` is one frontier: the input's capabilities.
+@pytest.mark.parametrize("head", ["exchange", "map"])
+def test_a_fused_chain_shares_the_frontier_before_it(head: str, fuse: bool, workers: int) -> None:
+    """Fused, a chain is one frontier: its exchange's input's, or its input's own.
 
-    The input's output is a mirrored location (nothing reaches it), so the
-    chain's inputs share the antichain of its pointstamps and a downgrade
-    updates one antichain.  A batch queued while the dataflow was built, and
-    batches queued while operators are timed, are counted and taken in one
-    pass: the probe passes the same epochs, every record arrives once.
+    ``input -> exchange -> inspect -> probe`` and ``input -> map -> inspect
+    -> probe`` each keep one frontier from the chain's head: after an
+    exchange, the exchange's input's; after the map, the input's own (a
+    downgrade updates one antichain for the whole chain).  A batch queued
+    while the dataflow was built, and batches queued while operators are
+    timed, are counted and taken in one pass: the probe passes every epoch,
+    and every record arrives once.
     """
 
     def program(worker: timelypy.Worker) -> tuple[dict[Any, Any], bool, list[int], list[int]]:
@@ -559,7 +539,9 @@ def test_an_inputs_chain_shares_the_inputs_own_frontier(fuse: bool, workers: int
 
         def build(scope: timelypy.Scope) -> None:
             scopes.append(scope.subgraph)
-            scope.input_from(handle).map(lambda x: x * 10).inspect(seen.append).probe_with(probe)
+            stream = scope.input_from(handle)
+            stream = stream.exchange(lambda x: x) if head == "exchange" else stream.map(abs)
+            stream.inspect(seen.append).probe_with(probe)
             handle.send_batch([-1])  # queued: the chain is not fused yet
 
         worker.dataflow(build)
@@ -577,9 +559,10 @@ def test_an_inputs_chain_shares_the_inputs_own_frontier(fuse: bool, workers: int
         (dataflow,) = scopes
         names = [child.name if child is not None else "" for child in dataflow.children]
         tracker = dataflow.tracker
-        shared = tracker.node_state(2).targets[0].implications is (
-            tracker.node_state(1).sources[0].pointstamps
+        front = tracker.node_state(1).sources[0] if head == "map" else (
+            tracker.node_state(2).targets[0]
         )
+        shared = tracker.node_state(4).targets[0].implications is front.implications
         handle.close()
         while worker.step_or_park(0):
             pass
@@ -588,19 +571,13 @@ def test_an_inputs_chain_shares_the_inputs_own_frontier(fuse: bool, workers: int
         return aliases, shared, passed, seen
 
     results = timelypy.execute(Config(workers=workers, fuse=fuse), program)
-    expected = {
-        (0, "Map", 0): ("Input", 1),  # the fused edge's far end: the input's own frontier
-        (1, "Map", 0): ("Input", 1),
-        (0, "Inspect", 0): ("Input", 1),
-        (1, "Inspect", 0): ("Input", 1),
-        (0, "Probe", 0): ("Input", 1),
-    }
     for aliases, shared, passed, _ in results:
-        assert aliases == (expected if fuse else {})
+        assert aliases == (_SHARED[head] if fuse else {})
         assert shared is fuse
         assert passed == list(range(12))
     records = sorted(x for *_, seen in results for x in seen)
-    assert records == sorted([-10, *range(0, 120, 10)] * workers)
+    expected = [-1, *range(12)] if head == "exchange" else [1, *range(12)]
+    assert records == sorted(expected * workers)
 
 
 @pytest.mark.parametrize("timed", [False, True])
