@@ -1,6 +1,6 @@
 """Where a two-process epoch round trip spends its time: the critical path, stretch by stretch.
 
-    python benchmarks/epoch_path.py [--epochs N] [--repeat R] [--lines] [--timeout S]
+    python benchmarks/epoch_path.py [--epochs N] [--repeat R] [--lines [--top K]] [--timeout S]
 
 ``cluster_bench.py --only epochs`` says how long an epoch takes between two
 processes; this says where that time goes.  It runs
@@ -30,7 +30,8 @@ stretches of one epoch add up to its period.
 ``TIMELYPY_PARK_SPIN=0``): the Python lines each worker interprets per
 epoch in stretches 1 and 3, in stretch 5 (counted from the first message
 worker 0 receives after the step that follows the record's send, which may
-come before the acknowledgement), and off the path, and the functions they are in.
+come before the acknowledgement), and off the path, and the functions they are in
+(the ``--top`` most, 8 unless told).
 Counts are not inflated by a busy machine's preemption, as timings are;
 they still vary by about 5% between runs with which messages happen to
 arrive together, so they cannot tell apart changes smaller than that.
@@ -136,6 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=3000, help="traced epochs per run")
     parser.add_argument("--repeat", type=int, default=3, help="runs (default 3)")
     parser.add_argument("--lines", action="store_true", help="also count interpreted lines")
+    parser.add_argument(
+        "--top", type=int, default=8, help="functions listed per stretch with --lines (default 8)"
+    )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     args = parser.parse_args(argv)
     runs = [trace_once(args.epochs, args.timeout) for _ in range(args.repeat)]
@@ -162,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ),
                     key=lambda f: -f[2],
                 )
-                for _, function, count in top[:8]:
+                for _, function, count in top[: args.top]:
                     print(f"           {count:7.1f}  {function}")
     return 0
 
