@@ -1,6 +1,7 @@
 """Where a two-process epoch round trip spends its time: the critical path, stretch by stretch.
 
-    python benchmarks/epoch_path.py [--epochs N] [--repeat R] [--lines [--top K]] [--timeout S]
+    python benchmarks/epoch_path.py [--epochs N] [--repeat R] [--lines [--top K]] [--order]
+                                    [--timeout S]
 
 ``cluster_bench.py --only epochs`` says how long an epoch takes between two
 processes; this says where that time goes.  It runs
@@ -35,6 +36,12 @@ come before the acknowledgement), and off the path, and the functions they are i
 Counts are not inflated by a busy machine's preemption, as timings are;
 they still vary by about 5% between runs with which messages happen to
 arrive together, so they cannot tell apart changes smaller than that.
+
+``--order`` prints, for each worker, the order of its sends and receipts
+in an epoch (from worker 0's record send, or worker 1's record receipt, to
+the next), the most common orders first: whether the off-path messages
+stayed off the path.  ``sB`` is a send holding a batch, ``rP`` a receipt
+holding only progress, and so on.
 """
 
 from __future__ import annotations
@@ -43,7 +50,9 @@ import argparse
 import bisect
 import statistics
 import sys
+from collections import Counter
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -113,10 +122,28 @@ def medians(stretches: dict[str, list[int]]) -> dict[str, float]:
     return {k: statistics.median(v) / 1000 for k, v in stretches.items() if v}
 
 
+def orders(events: Sequence[Sequence[Any]], marker: str) -> Counter[tuple[str, ...]]:
+    """How often each order of one worker's sends and receipts occurs in an epoch.
+
+    ``events`` are one worker's (``cluster_scripts/epoch_path.py``); each
+    send or receipt is named by its first letter and the kinds it held
+    (``"sB"``, ``"rP"``).  An epoch's order runs from one ``marker`` to the
+    next (worker 0: ``"sB"``, its record's send; worker 1: ``"rB"``).
+    """
+    names = [e[0][0] + e[3] for e in sorted(events, key=lambda e: e[1]) if e[0] in ("send", "recv")]
+    starts = [i for i, name in enumerate(names) if name == marker]
+    return Counter(tuple(names[a:b]) for a, b in pairwise(starts))
+
+
+def trace_events(epochs: int, timeout: float) -> dict[int, list[Any]]:
+    """One traced two-process run: each worker's events, by worker index."""
+    results = run_cluster("epoch_path.py", 2, {"epochs": epochs}, timeout)
+    return {r["worker"]: r["events"] for r in results}
+
+
 def trace_once(epochs: int, timeout: float) -> dict[str, float]:
     """One traced two-process run; the median of each stretch (us)."""
-    results = run_cluster("epoch_path.py", 2, {"epochs": epochs}, timeout)
-    by_worker = {r["worker"]: r["events"] for r in results}
+    by_worker = trace_events(epochs, timeout)
     found = split(by_worker[0], by_worker[1])
     if len(found[PERIOD]) < epochs // 2:
         raise AssertionError(
@@ -140,6 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--top", type=int, default=8, help="functions listed per stretch with --lines (default 8)"
     )
+    parser.add_argument(
+        "--order", action="store_true", help="also print each worker's message order per epoch"
+    )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     args = parser.parse_args(argv)
     runs = [trace_once(args.epochs, args.timeout) for _ in range(args.repeat)]
@@ -150,6 +180,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         values = [run[name] for run in runs]
         each = " ".join(f"{v:7.1f}" for v in values)
         print(f"{name:38s} {statistics.median(values):10.1f}  {each}")
+    if args.order:
+        events = trace_events(args.epochs, args.timeout)
+        print(f"\nmessage order per epoch (one more run, {args.epochs} epochs)")
+        for worker, marker in ((0, "sB"), (1, "rB")):
+            counted = orders(events[worker], marker)
+            total = sum(counted.values())
+            print(f"worker {worker}: {total} epochs")
+            for order, n in counted.most_common(4):
+                print(f"  {100 * n / total:5.1f}%  {' '.join(order)}")
     if args.lines:
         epochs = max(100, args.epochs // 5)
         print(f"\ninterpreted Python lines per epoch ({epochs} epochs, no park spin)")

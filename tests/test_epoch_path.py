@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from benchmarks.epoch_path import PERIOD, STRETCHES, count_lines, split, trace_once
+from benchmarks.epoch_path import (
+    PERIOD,
+    STRETCHES,
+    count_lines,
+    medians,
+    orders,
+    split,
+    trace_events,
+)
 
 
 def test_split_follows_the_record_and_its_acknowledgement() -> None:
@@ -32,10 +40,34 @@ def test_split_follows_the_record_and_its_acknowledgement() -> None:
     assert got[PERIOD] == [90]
 
 
+def test_orders_names_each_epochs_sends_and_receipts_between_markers() -> None:
+    # Out of time order on purpose; "passed" is not a message.  The last epoch has
+    # no following marker, so it is not counted.
+    events = [
+        ("recv", 30, 31, "P"),
+        ("send", 10, 11, "B"),
+        ("passed", 25, 25, 1),
+        ("send", 20, 21, "P"),
+        ("send", 40, 41, "B"),
+        ("send", 50, 51, "P"),
+        ("recv", 60, 61, "P"),
+        ("send", 70, 71, "B"),
+        ("recv", 80, 81, "BP"),
+    ]
+    assert orders(events, "sB") == {("sB", "sP", "rP"): 2}
+    assert orders(events, "rBP") == {}
+
+
 def test_a_real_run_has_every_stretch_and_counts_lines_in_the_cluster_path() -> None:
-    medians = trace_once(300, 60.0)
-    assert set(medians) == {*STRETCHES, PERIOD}
-    assert all(value > 0 for value in medians.values()), medians
+    events = trace_events(300, 60.0)
+    found = medians(split(events[0], events[1]))
+    assert set(found) == {*STRETCHES, PERIOD}
+    assert all(value > 0 for value in found.values()), found
+    # Every epoch worker 1 acknowledges its record, and worker 0 hears progress back.
+    for worker, marker, must in ((0, "sB", "rP"), (1, "rB", "sP")):
+        counted = orders(events[worker], marker)
+        assert sum(counted.values()) >= 250, counted
+        assert all(any(name.startswith(must) for name in order) for order in counted), counted
     results = {r["worker"]: r for r in count_lines(100, 60.0)}
     for worker, stretch in (
         (0, "w0 first receipt -> probe passed"),
