@@ -53,6 +53,20 @@ def by_worker(lines: list[str]) -> dict[int, list[str]]:
     return grouped
 
 
+#: Timely's progress modes, as arguments.  Every port of Timely's examples and every
+#: seed pattern must print the same in both: demand mode holds a worker's progress
+#: batch back until it could move a frontier, which changes when other workers learn
+#: of progress, never what a frontier becomes.  One worker delivers its batches to
+#: itself at once in either mode, so only runs of two workers or more tell them apart.
+MODES = {"eager": [], "demand": ["--progress-mode", "demand"]}
+
+
+@pytest.fixture(params=sorted(MODES))
+def progress(request: pytest.FixtureRequest) -> list[str]:
+    """The arguments of one progress mode (for runs of two workers or more)."""
+    return MODES[request.param]
+
+
 # -- Timely's examples ----------------------------------------------------------------
 
 
@@ -61,13 +75,15 @@ def test_simple():
     assert run("simple.py") == [f"seen: {x}" for x in range(10)]
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3])
-def test_hello(workers):
+@pytest.mark.parametrize(
+    ("workers", "mode"), [(1, "eager"), (2, "eager"), (3, "eager"), (2, "demand"), (3, "demand")]
+)
+def test_hello(workers, mode):
     # Timely's README: round r is printed by worker r % peers.  Only worker 0 sends, and
     # round r + 1 is sent only once the probe says round r is done everywhere, which is
     # after its line was printed: the whole output is in round order, exactly.
     expected = [f"worker {r % workers}:\thello {r}" for r in range(10)]
-    assert run("hello.py", "-w", str(workers)) == expected
+    assert run("hello.py", "-w", str(workers), *MODES[mode]) == expected
 
 
 def test_wordcount_one_worker():
@@ -75,12 +91,13 @@ def test_wordcount_one_worker():
     assert run("wordcount.py") == [f"seen: ('round', {k})" for k in range(1, 11)]
 
 
-def test_wordcount_two_workers():
+def test_wordcount_two_workers(progress):
     # Every worker's input handle sends ("round", 1) each round (the Rust program has no
     # `if index == 0`), so with two workers the count reaches 20, not 10: -w 1 and -w 2
     # do NOT print the same multiset.  All pairs meet on the one worker "round" is routed
     # to, and each round completes before the next is sent, so the order is exact too.
-    assert run("wordcount.py", "-w", "2") == [f"seen: ('round', {k})" for k in range(1, 21)]
+    expected = [f"seen: ('round', {k})" for k in range(1, 21)]
+    assert run("wordcount.py", "-w", "2", *progress) == expected
 
 
 def test_distinct_one_worker():
@@ -88,11 +105,11 @@ def test_distinct_one_worker():
     assert run("distinct.py") == [f"worker 0:\tvalue {v}" for v in range(5)]
 
 
-def test_distinct_two_workers():
+def test_distinct_two_workers(progress):
     # Worker 0 receives the evens, worker 1 the odds, from both senders.  Which sender's
     # batch a worker reads first is not fixed (worker 0 may print 0 4 2), so compare each
     # worker's set of lines.
-    grouped = by_worker(run("distinct.py", "-w", "2"))
+    grouped = by_worker(run("distinct.py", "-w", "2", *progress))
     assert sorted(grouped) == [0, 1]
     assert sorted(grouped[0]) == [f"worker 0:\tvalue {v}" for v in (0, 2, 4)]
     assert sorted(grouped[1]) == [f"worker 1:\tvalue {v}" for v in (1, 3, 5, 7)]
@@ -129,10 +146,10 @@ def test_capture_replay_one_worker():
     assert run("capture_replay.py") == [f"replayed: {x}" for x in range(10)]
 
 
-def test_capture_replay_three_workers():
+def test_capture_replay_three_workers(progress):
     # Each of the three source workers' 0..9 is replayed once; the replaying workers
     # print concurrently and the lines do not name them, so compare the multiset.
-    lines = run("capture_replay.py", "-w", "3")
+    lines = run("capture_replay.py", "-w", "3", *progress)
     assert Counter(lines) == Counter(f"replayed: {x}" for x in range(10) for _ in range(3))
 
 
@@ -143,10 +160,10 @@ def test_custom_unary():
     assert run("patterns/custom_unary.py") == [f"Result: {5 * x}" for x in range(10)]
 
 
-def test_custom_unary_two_workers():
+def test_custom_unary_two_workers(progress):
     # Each worker multiplies its own 0..9 (Pipeline): every line twice; the two workers
     # print concurrently, so compare the multiset.
-    lines = run("patterns/custom_unary.py", "-w", "2")
+    lines = run("patterns/custom_unary.py", "-w", "2", *progress)
     assert Counter(lines) == Counter(f"Result: {5 * x}" for x in range(10) for _ in range(2))
 
 
@@ -156,10 +173,10 @@ def test_unary_notify_aggregation():
     assert run("patterns/unary_notify_aggregation.py") == expected
 
 
-def test_unary_notify_aggregation_two_workers():
+def test_unary_notify_aggregation_two_workers(progress):
     # Both workers send the records, so the counts double; the two keys may be counted on
     # different workers, which print concurrently: compare the sorted lines.
-    lines = run("patterns/unary_notify_aggregation.py", "-w", "2")
+    lines = run("patterns/unary_notify_aggregation.py", "-w", "2", *progress)
     assert sorted(lines) == ["Key: apple, Count: 4", "Key: banana, Count: 2"]
 
 
@@ -179,10 +196,10 @@ def test_feedback_loop():
     assert lines == feedback_loop_output()
 
 
-def test_feedback_loop_two_workers():
+def test_feedback_loop_two_workers(progress):
     # Each worker runs the loop on its own inputs; their lines interleave: compare the
     # multiset.
-    lines = run("patterns/feedback_loop.py", "-w", "2")
+    lines = run("patterns/feedback_loop.py", "-w", "2", *progress)
     assert Counter(lines) == Counter(feedback_loop_output() * 2)
 
 
@@ -202,21 +219,21 @@ def test_barrier_join():
     assert run("patterns/barrier_join.py") == BARRIER_JOIN
 
 
-def test_barrier_join_two_workers():
+def test_barrier_join_two_workers(progress):
     # Keys are joined on the worker they are routed to; within an epoch the two workers
     # print concurrently, so compare the sorted lines.  Epochs do stay in order: worker 0
     # sends epoch e + 1 only after the probe says epoch e was joined and printed.
-    lines = run("patterns/barrier_join.py", "-w", "2")
+    lines = run("patterns/barrier_join.py", "-w", "2", *progress)
     assert sorted(lines) == BARRIER_JOIN
     epochs = [line.split(":")[0] for line in lines]
     assert epochs == sorted(epochs)
 
 
-@pytest.mark.parametrize("workers", [1, 3])
-def test_input_probe(workers):
+@pytest.mark.parametrize(("workers", "mode"), [(1, "eager"), (3, "eager"), (3, "demand")])
+def test_input_probe(workers, mode):
     # Every worker sends each round; no worker sends round r + 1 before the probe says
     # round r is done everywhere (after it was printed), so the order is exact.
-    lines = run("patterns/input_probe.py", "-w", str(workers))
+    lines = run("patterns/input_probe.py", "-w", str(workers), *MODES[mode])
     assert lines == [f"Saw: {r}" for r in range(10) for _ in range(workers)]
 
 
