@@ -22,6 +22,9 @@ because Python lets us record what happened and check all of it:
   counts;
 * ``core/probe.rs`` (``probe``) -- ``less_than``, ``less_equal``, ``done``
   and ``frontier`` over a run.
+
+Every port that runs two workers or more runs in both of Timely's progress
+modes, eager and demand, and must see the same.
 """
 
 from __future__ import annotations
@@ -48,13 +51,19 @@ from timelypy import (
 from timelypy.events import ScheduleEvent
 from timelypy.progress import MutableAntichain
 
+#: Worker counts with Timely's two progress modes.  Demand mode holds a worker's
+#: progress batch back until it could move a frontier; one worker applies its own
+#: batches at once in either mode, so only two workers or more tell them apart.
+WORKERS_AND_MODES = [(1, "eager"), (2, "eager"), (3, "eager"), (2, "demand"), (3, "demand")]
+
+
 # -- barrier.rs -----------------------------------------------------------------------
 
 BARRIER_ROUNDS = 100
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3])
-def test_barrier_sync(workers: int) -> None:
+@pytest.mark.parametrize(("workers", "mode"), WORKERS_AND_MODES)
+def test_barrier_sync(workers: int, mode: str) -> None:
     """``barrier_sync_{1,2,3}w``: a notify-driven loop delivers one time per activation."""
 
     def program(worker: timelypy.Worker) -> tuple[list[int], list[int]]:
@@ -80,7 +89,7 @@ def test_barrier_sync(workers: int) -> None:
         return delivered, per_activation
 
     for index, (delivered, per_activation) in enumerate(
-        timelypy.execute(Config.process(workers), program)
+        timelypy.execute(Config(workers=workers, progress_mode=mode), program)
     ):
         assert max(per_activation) <= 1, (
             f"worker {index}: an activation was notified of {max(per_activation)} times"
@@ -163,8 +172,8 @@ def test_notificator_session_in_a_product_scope() -> None:
 # -- gh_523.rs ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3])
-def test_gh_523_empty_batches_do_not_stall(workers: int) -> None:
+@pytest.mark.parametrize(("workers", "mode"), WORKERS_AND_MODES)
+def test_gh_523_empty_batches_do_not_stall(workers: int, mode: str) -> None:
     """Giving empty batches, empty iterators and opening silent sessions leaves no counts."""
 
     def program(worker: timelypy.Worker) -> tuple[list[tuple[int, int]], list[Any]]:
@@ -214,7 +223,8 @@ def test_gh_523_empty_batches_do_not_stall(workers: int) -> None:
             worker.step()
         return sorted(seen), frontiers
 
-    for index, (seen, frontiers) in enumerate(timelypy.execute(Config.process(workers), program)):
+    config = Config(workers=workers, progress_mode=mode)
+    for index, (seen, frontiers) in enumerate(timelypy.execute(config, program)):
         expected = sorted((r, r) for r in range(2) for _ in range(workers) if r % workers == index)
         assert seen == expected, f"worker {index}"
         assert frontiers == [(1,), (2,), (5,)], f"worker {index}"
@@ -223,7 +233,8 @@ def test_gh_523_empty_batches_do_not_stall(workers: int) -> None:
 # -- enterleave.rs: test_nested (#377) ------------------------------------------------
 
 
-def test_nested_passthrough_regions_complete() -> None:
+@pytest.mark.parametrize("mode", ["eager", "demand"])
+def test_nested_passthrough_regions_complete(mode: str) -> None:
     """Records pass through two nested regions with no operator inside, on 3 workers."""
 
     def program(worker: timelypy.Worker) -> list[tuple[int, int]]:
@@ -250,7 +261,7 @@ def test_nested_passthrough_regions_complete() -> None:
                 worker.step_or_park(None)
         return seen
 
-    results = timelypy.execute(Config.process(3), program)
+    results = timelypy.execute(Config(workers=3, progress_mode=mode), program)
     assert results == [[(r, r) for r in range(10)], [], []]
 
 
@@ -552,8 +563,9 @@ def test_probe_with_watches_the_lower_envelope() -> None:
     assert seen == [(0,), (3,), (5,), (9,), ()]
 
 
+@pytest.mark.parametrize("mode", ["eager", "demand"])
 @pytest.mark.parametrize("workers", [2, 3])
-def test_probe_waits_for_every_worker(workers: int) -> None:
+def test_probe_waits_for_every_worker(workers: int, mode: str) -> None:
     """A time is complete at a probe only once every worker's input has passed it."""
 
     def program(worker: timelypy.Worker) -> list[tuple[int, list[int]]]:
@@ -574,7 +586,8 @@ def test_probe_waits_for_every_worker(workers: int) -> None:
             checks.append((probe.frontier()[0], sorted(seen)))
         return checks
 
-    for index, checks in enumerate(timelypy.execute(Config.process(workers), program)):
+    config = Config(workers=workers, progress_mode=mode)
+    for index, checks in enumerate(timelypy.execute(config, program)):
         for round_, (frontier, seen) in enumerate(checks):
             assert frontier >= round_ + 1
             expected = [x for x in range((round_ + 1) * workers) if x % workers == index]
