@@ -689,11 +689,37 @@ def test_broadcast_of_to_stream_multiplies_by_workers(workers):
     assert run_to_completion(workers, program) == [list(range(workers))] * workers
 
 
-def test_a_bad_exchange_key_names_the_exchanging_operator_only():
+@pytest.mark.parametrize("workers", [2, 3, 4])
+def test_one_record_batches_are_exchanged_by_key(workers):
+    # A batch of one record (a small epoch's) goes whole to its worker: the same
+    # routing as a longer batch's, for a power of two (a mask) and otherwise (%).
+    def program(worker):
+        handle = timelypy.InputHandle()
+        seen = []
+        probe = worker.dataflow(
+            lambda scope: scope.input_from(handle)
+            .exchange(lambda x: x - 7)
+            .inspect_batch(lambda t, data: seen.append((t, list(data))))
+            .probe()
+        )
+        for epoch in range(12):
+            handle.send(epoch * workers + worker.index)
+            handle.advance_to(epoch + 1)
+            while probe.less_than(epoch + 1):
+                worker.step()
+        return seen
+
+    for index, seen in enumerate(timelypy.execute(Config.process(workers), program)):
+        expected = [(x // workers, [x]) for x in range(12 * workers) if (x - 7) % workers == index]
+        assert sorted(seen) == expected, f"worker {index}"
+
+
+@pytest.mark.parametrize("records", [[1], [1, 2]])
+def test_a_bad_exchange_key_names_the_exchanging_operator_only(records):
     from timelypy.errors import ExchangeKeyError
 
     def program(worker):
-        worker.dataflow(lambda scope: scope.to_stream([1, 2]).exchange(lambda x: "key").probe())
+        worker.dataflow(lambda scope: scope.to_stream(records).exchange(lambda x: "key").probe())
 
     with pytest.raises(ExchangeKeyError, match=r"operator 'Exchange' \(worker") as info:
         timelypy.execute(Config.process(2), program)
@@ -701,12 +727,13 @@ def test_a_bad_exchange_key_names_the_exchanging_operator_only():
     assert not any("ToStream" in note for note in notes), notes
 
 
-def test_a_raising_exchange_key_is_named_as_the_exchange_s():
+@pytest.mark.parametrize("records", [[1], [1, 2]])
+def test_a_raising_exchange_key_is_named_as_the_exchange_s(records):
     def key(x):
         raise KeyError("no key for this record")
 
     def program(worker):
-        worker.dataflow(lambda scope: scope.to_stream([1, 2]).exchange(key).probe())
+        worker.dataflow(lambda scope: scope.to_stream(records).exchange(key).probe())
 
     with pytest.raises(KeyError) as info:
         timelypy.execute(Config.process(2), program)

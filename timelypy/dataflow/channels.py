@@ -156,6 +156,22 @@ class Exchange(Pact):
         mask = peers - 1 if peers & (peers - 1) == 0 else None
 
         def push(time: Any, records: list[Any]) -> None:
+            if len(records) == 1:
+                # One record (a small epoch's): it goes whole to its worker, with no
+                # partition to build.  A key that fails falls through to the loop
+                # below, which raises the error it names.
+                try:
+                    target = key(records[0])
+                    to = pushers[target & mask if mask is not None else target % peers]
+                except Exception:
+                    pass
+                else:
+                    try:
+                        to((time, records))
+                    except SerializationError as exc:
+                        _blame(exc, operator.name, worker.index)
+                        raise
+                    return
             parts: list[list[Any]] = [[] for _ in range(peers)]
             appends = [p.append for p in parts]
             try:
