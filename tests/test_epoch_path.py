@@ -12,50 +12,43 @@ from benchmarks.epoch_path import (
     trace_events,
 )
 
+#: Two workers' traces.  They start with epoch 4's record (its stretches need epoch 3's
+#: pass: skipped).  Epoch 5: passed 4 at 100, record sent at 110, delivered at 130, ack
+#: sent at 150 (after an unrelated send at 120), delivered at 175 (after an unrelated
+#: receipt at 105), probe passed at 190.
+W0 = [
+    ("send", 50, 52, "B"),
+    ("recv", 80, 81, "P"),
+    ("passed", 100, 100, 4),
+    ("recv", 105, 106, "P"),
+    ("send", 110, 112, "B"),
+    ("send", 113, 114, "P"),
+    ("recv", 175, 177, "P"),
+    ("passed", 190, 190, 5),
+]
+W1 = [
+    ("recv", 60, 61, "B"),
+    ("send", 70, 71, "P"),
+    ("send", 120, 121, "P"),
+    ("recv", 130, 131, "BP"),
+    ("send", 150, 152, "P"),
+]
+
 
 def test_split_follows_the_record_and_its_acknowledgement() -> None:
-    # The trace starts with epoch 4's record (its stretches need epoch 3's pass: skipped).
-    # Epoch 5: passed 4 at 100, record sent at 110, delivered at 130, ack sent at 150
-    # (after an unrelated send at 120), delivered at 175 (after an unrelated receipt
-    # at 105), probe passed at 190.
-    w0 = [
-        ("send", 50, 52, "B"),
-        ("recv", 80, 81, "P"),
-        ("passed", 100, 100, 4),
-        ("recv", 105, 106, "P"),
-        ("send", 110, 112, "B"),
-        ("send", 113, 114, "P"),
-        ("recv", 175, 177, "P"),
-        ("passed", 190, 190, 5),
-    ]
-    w1 = [
-        ("recv", 60, 61, "B"),
-        ("send", 70, 71, "P"),
-        ("send", 120, 121, "P"),
-        ("recv", 130, 131, "BP"),
-        ("send", 150, 152, "P"),
-    ]
-    got = split(w0, w1)
+    got = split(W0, W1)
     assert [got[name] for name in STRETCHES] == [[10], [20], [20], [25], [15]]
     assert got[PERIOD] == [90]
 
 
 def test_orders_names_each_epochs_sends_and_receipts_between_markers() -> None:
-    # Out of time order on purpose; "passed" is not a message.  The last epoch has
-    # no following marker, so it is not counted.
-    events = [
-        ("recv", 30, 31, "P"),
-        ("send", 10, 11, "B"),
-        ("passed", 25, 25, 1),
-        ("send", 20, 21, "P"),
-        ("send", 40, 41, "B"),
-        ("send", 50, 51, "P"),
-        ("recv", 60, 61, "P"),
-        ("send", 70, 71, "B"),
-        ("recv", 80, 81, "BP"),
-    ]
-    assert orders(events, "sB") == {("sB", "sP", "rP"): 2}
-    assert orders(events, "rBP") == {}
+    # Each epoch's order runs from one marker to the next (the last epoch, with no
+    # next marker, is not counted); events are put in time order first, and a
+    # "passed" is not a message.
+    assert orders(W0, "sB") == {("sB", "rP", "rP"): 1}
+    assert orders(list(reversed(W0)), "sB") == {("sB", "rP", "rP"): 1}
+    assert orders([*W1, ("recv", 200, 201, "B")], "rB") == {("rB", "sP", "sP", "rBP", "sP"): 1}
+    assert orders(W1, "rBP") == {}
 
 
 def test_a_real_run_has_every_stretch_and_counts_lines_in_the_cluster_path() -> None:
