@@ -440,7 +440,9 @@ def test_unreachable_peer_is_named(tmp_path: Path) -> None:
         assert CONNECT_TIMEOUT <= elapsed <= CONNECT_TIMEOUT + DETECTION_SECONDS, (elapsed, errors)
 
 
-def test_record_the_codec_cannot_carry(tmp_path: Path) -> None:
+@pytest.mark.parametrize("count", [5, 1])
+def test_record_the_codec_cannot_carry(tmp_path: Path, count: int) -> None:
+    # count=1: the exchange's batch of one record, which skips the partition.
     result = run_launcher(
         "-n",
         "2",
@@ -448,6 +450,7 @@ def test_record_the_codec_cannot_carry(tmp_path: Path) -> None:
         "2",
         script("custom_record"),
         str(tmp_path),
+        f"count={count}",
         marker=str(tmp_path),
         timeout=RUN_DEADLINE,
     )

@@ -156,6 +156,7 @@ class Exchange(Pact):
         mask = peers - 1 if peers & (peers - 1) == 0 else None
 
         def push(time: Any, records: list[Any]) -> None:
+            to = None
             if len(records) == 1:
                 # One record (a small epoch's): it goes whole to its worker, with no
                 # partition to build.  A key that fails falls through to the loop
@@ -164,45 +165,42 @@ class Exchange(Pact):
                     target = key(records[0])
                     to = pushers[target & mask if mask is not None else target % peers]
                 except Exception:
-                    pass
-                else:
-                    try:
-                        to((time, records))
-                    except SerializationError as exc:
+                    to = None
+            if to is None:
+                parts: list[list[Any]] = [[] for _ in range(peers)]
+                appends = [p.append for p in parts]
+                try:
+                    if mask is not None:
+                        for record in records:
+                            appends[key(record) & mask](record)
+                    else:
+                        for record in records:
+                            appends[key(record) % peers](record)
+                except Exception as exc:
+                    bad = None
+                    if isinstance(exc, TypeError):
+                        bad = next((r for r in records if not isinstance(key(r), int)), None)
+                    if bad is None:
+                        # the user's key function raised: name the operator it belongs to
+                        exc.add_note(f"raised by the exchange key function of {where}")
                         _blame(exc, operator.name, worker.index)
                         raise
-                    return
-            parts: list[list[Any]] = [[] for _ in range(peers)]
-            appends = [p.append for p in parts]
+                    error = ExchangeKeyError(
+                        f"{where}: the exchange key must return an int, but returned "
+                        f"{key(bad)!r} ({type(key(bad)).__name__}) for record {bad!r}; use "
+                        "timelypy.stable_hash(...) for strings (Python's hash() differs "
+                        "between processes)"
+                    )
+                    # One name, the right one: the operator whose key it is, not its sender.
+                    _blame(error, operator.name, worker.index)
+                    raise error from exc
             try:
-                if mask is not None:
-                    for record in records:
-                        appends[key(record) & mask](record)
+                if to is not None:
+                    to((time, records))
                 else:
-                    for record in records:
-                        appends[key(record) % peers](record)
-            except Exception as exc:
-                bad = None
-                if isinstance(exc, TypeError):
-                    bad = next((r for r in records if not isinstance(key(r), int)), None)
-                if bad is None:
-                    # the user's key function raised: name the operator it belongs to
-                    exc.add_note(f"raised by the exchange key function of {where}")
-                    _blame(exc, operator.name, worker.index)
-                    raise
-                error = ExchangeKeyError(
-                    f"{where}: the exchange key must return an int, but returned "
-                    f"{key(bad)!r} ({type(key(bad)).__name__}) for record {bad!r}; use "
-                    "timelypy.stable_hash(...) for strings (Python's hash() differs "
-                    "between processes)"
-                )
-                # One name, the right one: the operator whose key it is, not its sender.
-                _blame(error, operator.name, worker.index)
-                raise error from exc
-            try:
-                for j, part in enumerate(parts):
-                    if part:
-                        pushers[j]((time, part))
+                    for j, part in enumerate(parts):
+                        if part:
+                            pushers[j]((time, part))
             except SerializationError as exc:
                 # the codec names this operator already: not the one sending to it
                 _blame(exc, operator.name, worker.index)

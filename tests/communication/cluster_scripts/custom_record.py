@@ -1,8 +1,9 @@
 """Exchange instances of a user class across processes.
 
-    python custom_record.py TIMELY-ARGS [--serializer pickle]
+    python custom_record.py TIMELY-ARGS [--serializer pickle] [count=N]
 
-The last worker makes ``Point(i, i * i)`` for ``i`` in ``range(COUNT)`` and a
+The last worker makes ``Point(i, i * i)`` for ``i`` in ``range(COUNT)`` (5, or
+``N``: with 1 the exchange routes a batch of one record) and a
 ``GatherPoints`` operator (an ``Exchange`` pact keyed by ``0``) brings them all
 to worker 0, which prints ``points: [...]``.  With several processes the
 points cross a process boundary: the msgpack codec cannot carry a ``Point``
@@ -19,8 +20,8 @@ from typing import Any
 import timelypy
 from timelypy.dataflow import Exchange
 
-#: How many points are sent.
-COUNT = 5
+#: How many points are sent (``count=N`` among the arguments, else 5).
+COUNT = next((int(arg[6:]) for arg in sys.argv[1:] if arg.startswith("count=")), 5)
 
 
 class Point:
