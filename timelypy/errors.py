@@ -28,6 +28,7 @@ __all__ = [
     "WorkerAborted",
     "FlowError",
     "StateKeyError",
+    "StepError",
     "RecoveryError",
 ]
 
@@ -118,6 +119,16 @@ class FlowError(TimelyError, ValueError):
 
 class StateKeyError(FlowError, TypeError):
     """An item into a keyed (stateful) step that is not a ``(str, value)`` 2-tuple."""
+
+
+class StepError(TimelyError, RuntimeError):
+    """A user function raised inside a step of a stream-graph flow.
+
+    The message names the step ID, the worker and the epoch; ``__cause__``
+    is the exception the function raised (``except StepError as e: raise
+    e.__cause__`` gets it back).  bytewax raises a ``RuntimeError`` here
+    too, so ``except RuntimeError`` works in ported programs.
+    """
 
 
 class RecoveryError(TimelyError, RuntimeError):

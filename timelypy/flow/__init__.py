@@ -1,13 +1,25 @@
-r"""``timelypy.flow``: the seeds' epoch-level layer on the timely runtime.
+r"""``timelypy.flow``: streams of epochs on the timely runtime, written two ways.
 
-Users program at the level of *epochs* and *steps* (seeds 000 and 004),
-not capabilities: a :class:`Dataflow` built step by step, inputs that yield
-``AdvanceTo(epoch)`` and ``Emit(item)``, stateful steps keyed by ``str``
-state keys, and :func:`run` / :func:`run_cluster` / :func:`cluster_main`
-(or ``python -m timelypy.flow module:flow``, or
-``timelypy_spark.run_flow``) to run it on threads, processes or Spark.
+**The stream graph** (what you write first): typed operators that take
+and return streams, in bytewax 0.21's shape, so a bytewax program runs
+after its imports are renamed from ``bytewax`` to ``timelypy.flow``:
 
-The seed's wordcount runs with only its import lines changed:
+>>> from timelypy.flow.dataflow import Dataflow
+>>> import timelypy.flow.operators as op
+>>> from timelypy.flow.testing import TestingSink, TestingSource, run_main
+>>> flow = Dataflow("wordcount")
+>>> lines = op.input("lines", flow, TestingSource(["To be, or not to be"]))
+>>> words = op.flat_map("split", lines, lambda line: line.lower().replace(",", "").split())
+>>> out = []
+>>> op.output("out", op.count_final("count", words, lambda word: word), TestingSink(out))
+>>> run_main(flow)
+>>> sorted(out)
+[('be', 2), ('not', 1), ('or', 1), ('to', 2)]
+
+**The epoch chain**: a :class:`Dataflow` built step by step, inputs that
+yield ``AdvanceTo(epoch)`` and ``Emit(item)`` (or ``(epoch, item)``
+pairs), stateful steps keyed by ``str`` state keys, and :func:`run` /
+:func:`run_cluster` / :func:`cluster_main`:
 
 >>> import re
 >>> from operator import add
@@ -21,13 +33,14 @@ The seed's wordcount runs with only its import lines changed:
 >>> sorted(item for epoch, item in run(flow, [(1, "To be, or not to be")]))
 [('be', 2), ('not', 1), ('or', 1), ('to', 2)]
 
-The layer is built only on the runtime's public API
-(:mod:`timelypy.dataflow`), as a user's own operators would be; see
-``docs/flow.md``.
+Both run on one worker, threads, processes (``python -m timelypy.flow
+module:flow``) and Spark (``timelypy_spark.run_flow``).  The layer is
+built only on the runtime's public API (:mod:`timelypy.dataflow`), as a
+user's own operators would be; see ``docs/flow.md``.
 """
 
 from timelypy.flow import inputs, outputs, window
-from timelypy.flow.dataflow import Dataflow, Step
+from timelypy.flow.dataflow import Dataflow, KeyedStream, Step, Stream, operator
 from timelypy.flow.directory import DirectoryInput
 from timelypy.flow.inputs import (
     AdvanceTo,
@@ -60,6 +73,9 @@ from timelypy.flow.window import (
 
 __all__ = [
     "Dataflow",
+    "Stream",
+    "KeyedStream",
+    "operator",
     "Step",
     "run",
     "run_cluster",

@@ -29,7 +29,7 @@ def main() -> None:
     from timelypy.execute import initialize_from
     from timelypy.flow.driver import flow_program
 
-    flow, source, recovery_config = cloudpickle.loads(data[8 + length :])
+    flow, source, recovery_config, epoch_interval = cloudpickle.loads(data[8 + length :])
     config = Config.cluster(workers, len(addresses), proc_id, addresses)
     transport = ClusterTransport(ClusterNetwork(config, secret))
 
@@ -45,6 +45,7 @@ def main() -> None:
             collected_on_worker_0,
             collect_on=0,
             recovery_config=recovery_config,
+            epoch_interval=epoch_interval,
         ),
     )
 

@@ -31,9 +31,11 @@ timelypy.errors.FlowError: step ID 'running_count' is used twice: by step 1 (sta
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable, Iterable
-from typing import Any
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from timelypy.errors import FlowError
 from timelypy.flow.inputs import InputConfig
@@ -41,7 +43,24 @@ from timelypy.flow.outputs import OutputConfig
 from timelypy.flow.state import NO_ACC
 from timelypy.flow.window import WindowSpec, check_configs
 
-__all__ = ["Dataflow", "Step", "STATEFUL", "KEYED", "WINDOWED"]
+__all__ = [
+    "Dataflow",
+    "Stream",
+    "KeyedStream",
+    "operator",
+    "Step",
+    "STATEFUL",
+    "KEYED",
+    "WINDOWED",
+    "CHAIN_INPUT",
+]
+
+X_co = TypeVar("X_co", covariant=True)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: The stream the chain starts at when it has no ``input`` step: the input ``run`` is given.
+CHAIN_INPUT = ":input"
 
 #: The windowing operators (seed 003; :mod:`timelypy.flow.window`).
 WINDOWED = frozenset({"reduce_window", "fold_window", "collect_window", "count_window"})
@@ -63,9 +82,17 @@ class Step:
     operator: str
     step_id: str
     logic: tuple[Callable[..., Any], ...] = ()
-    config: InputConfig | OutputConfig | None = None
-    #: a windowing step's :class:`~timelypy.flow.window.WindowSpec`
+    #: (a stream-graph ``input``'s source or ``output``'s sink)
+    config: Any = None
+    #: a windowing step's :class:`~timelypy.flow.window.WindowSpec`; a stream
+    #: operator's compiled logic
     options: Any = None
+    #: the IDs of the streams the step reads (the chain's steps read the one before)
+    ups: tuple[str, ...] = ()
+    #: the IDs of the streams the step writes
+    outs: tuple[str, ...] = ()
+    #: ``"chain"`` for the epoch chain's steps, ``"graph"`` for the stream operators'
+    form: str = "chain"
 
     def __repr__(self) -> str:
         return f"Step({self.operator}, {self.step_id!r})"
@@ -90,28 +117,72 @@ def _check_callable(func: object, what: str, operator: str, step_id: str) -> Non
 
 
 class Dataflow:
-    """A flow of steps; each method adds one step at the end.
+    """A flow: a graph of steps, written as a stream graph, an epoch chain, or both.
 
-    The methods mirror the seeds' ``Dataflow`` API; each returns ``None``.
+    ``Dataflow(flow_id)`` starts a stream graph: the operators of
+    :mod:`timelypy.flow.operators` take and return :class:`Stream` s of it
+    (``op.input("inp", flow, source)``, ``op.map("m", up, f)``), and every
+    step ID is prefixed with ``flow_id``.  The chain methods (``map``,
+    ``reduce_epoch``, ``capture``, ...) add one step each at the end of the
+    flow's *chain*, which starts at its ``input`` step or, without one, at
+    the input that ``run(flow, inp)`` is given; they return ``None``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, flow_id: str | None = None) -> None:
+        if flow_id is not None:
+            _check_name(flow_id, "Dataflow")
+        self.flow_id = flow_id
         self._steps: list[Step] = []
         self._ids: dict[str, int] = {}
+        # the stream the chain's next step reads, and how many chain steps there are
+        self._tail = CHAIN_INPUT
+        self._chain_steps = 0
+        # the step IDs of the composite operators being built, innermost last
+        self._scopes: list[str] = [] if flow_id is None else [flow_id]
+        # every stream ID of the flow, and how many steps read it
+        self._streams: dict[str, int] = {}
 
     @property
     def steps(self) -> list[Step]:
-        """The steps in order (a copy)."""
+        """The steps in the order they were added (a copy): upstream steps come first."""
         return list(self._steps)
 
     @property
     def input_config(self) -> InputConfig | None:
-        """The input given with :meth:`input`, or ``None``."""
-        if self._steps and self._steps[0].operator == "input":
-            config = self._steps[0].config
-            assert isinstance(config, InputConfig)
-            return config
+        """The chain's input, given with :meth:`input`, or ``None``."""
+        for step in self._steps:
+            if step.form == "chain" and step.operator == "input":
+                config = step.config
+                assert isinstance(config, InputConfig)
+                return config
         return None
+
+    @property
+    def has_chain(self) -> bool:
+        """Whether any chain method was called (the chain then needs an input)."""
+        return self._chain_steps > 0
+
+    def consumers(self, stream_id: str) -> int:
+        """How many steps read the stream ``stream_id``."""
+        return self._streams.get(stream_id, 0)
+
+    def _full_id(self, step_id: str) -> str:
+        return ".".join([*self._scopes, step_id])
+
+    def _register(self, step: Step, index: int) -> None:
+        earlier = self._ids.get(step.step_id)
+        if earlier is not None:
+            raise FlowError(
+                f"step ID {step.step_id!r} is used twice: by step {earlier} "
+                f"({self._steps[earlier].operator}) and by step {index} ({step.operator}); "
+                "give each step its own name"
+            )
+        self._ids[step.step_id] = index
+        for up in step.ups:
+            self._streams[up] = self._streams.get(up, 0) + 1
+        for out in step.outs:
+            self._streams.setdefault(out, 0)
+        self._steps.append(step)
 
     def _add(
         self,
@@ -122,6 +193,7 @@ class Dataflow:
         config: InputConfig | OutputConfig | None = None,
         options: Any = None,
     ) -> None:
+        """Add a chain step reading the chain's last stream."""
         if step_id is None:
             step_id = operator
             n = 1
@@ -132,27 +204,78 @@ class Dataflow:
         logic = tuple(logic)
         for func, what in zip(logic, names, strict=True):
             _check_callable(func, what, operator, step_id)
-        earlier = self._ids.get(step_id)
-        index = len(self._steps)
-        if earlier is not None:
-            raise FlowError(
-                f"step ID {step_id!r} is used twice: by step {earlier} "
-                f"({self._steps[earlier].operator}) and by step {index} ({operator}); "
-                "give each step its own name"
-            )
-        self._ids[step_id] = index
-        self._steps.append(Step(operator, step_id, logic, config, options))
+        ups = () if operator == "input" else (self._tail,)
+        out = f"{step_id}.down"
+        self._register(
+            Step(operator, step_id, logic, config, options, ups, (out,)), len(self._steps)
+        )
+        self._tail = out
+        self._chain_steps += 1
+
+    def add_step(
+        self,
+        operator: str,
+        step_id: str,
+        ups: Sequence[Stream[Any]],
+        outs: Sequence[str] = ("down",),
+        *,
+        config: Any = None,
+        options: Any = None,
+    ) -> list[Stream[Any]]:
+        """Add a stream-graph step reading ``ups``; return its output streams.
+
+        ``step_id`` is the step's name in the current scope: its full step
+        ID is prefixed with the flow ID and any enclosing composite
+        operators' (see :func:`operator`).  Used by
+        :mod:`timelypy.flow.operators`; your own operators are written with
+        those, and grouped with :func:`operator`.
+        """
+        _check_name(step_id, operator)
+        for up in ups:
+            if not isinstance(up, Stream):
+                raise FlowError(
+                    f"step {self._full_id(step_id)!r} ({operator}) takes streams, got {up!r}"
+                )
+            if up.flow is not self:
+                raise FlowError(
+                    f"step {self._full_id(step_id)!r} ({operator}) was given the stream "
+                    f"{up.stream_id!r} of another Dataflow; a step reads streams of its own flow"
+                )
+        full = self._full_id(step_id)
+        out_ids = tuple(f"{full}.{name}" for name in outs)
+        step = Step(
+            operator, full, (), config, options, tuple(up.stream_id for up in ups), out_ids,
+            "graph",
+        )
+        self._register(step, len(self._steps))
+        return [Stream(out, self) for out in out_ids]
+
+    @contextlib.contextmanager
+    def scope(self, step_id: str) -> Iterator[str]:
+        """Name the steps added inside ``with`` as parts of the composite step ``step_id``.
+
+        Yields the composite's full step ID.  :func:`operator` uses it.
+        """
+        _check_name(step_id, "operator")
+        full = self._full_id(step_id)
+        if full in self._ids or any(name.startswith(full + ".") for name in self._ids):
+            raise FlowError(f"step ID {full!r} is used twice; give each step its own name")
+        self._scopes.append(step_id)
+        try:
+            yield full
+        finally:
+            self._scopes.pop()
 
     def input(self, step_id: str, input_config: InputConfig) -> None:
-        """Read items from ``input_config``; must be the first step.
+        """Read items from ``input_config``; must be the first step of the chain.
 
         A flow with an input can be run without one (``run(flow)``, the
         ``python -m timelypy.flow`` CLI); otherwise the runner supplies it.
         """
-        if self._steps:
+        if self._chain_steps:
             raise FlowError(
                 f"input step {step_id!r} must be the first step of the flow "
-                f"(it has {len(self._steps)} already)"
+                f"(it has {self._chain_steps} already)"
             )
         if not isinstance(input_config, InputConfig):
             raise FlowError(
@@ -430,7 +553,101 @@ class Dataflow:
         self._add("capture", step_id, config=output_config)
 
     def __repr__(self) -> str:
-        return "Dataflow(" + " -> ".join(step.step_id for step in self._steps) + ")"
+        name = "" if self.flow_id is None else f"{self.flow_id!r}: "
+        return f"Dataflow({name}" + " -> ".join(step.step_id for step in self._steps) + ")"
+
+
+class Stream(Generic[X_co]):
+    """A stream of items of type ``X`` in a :class:`Dataflow`'s graph.
+
+    Operators of :mod:`timelypy.flow.operators` take streams and return new
+    ones; a stream is only a name (``stream_id``) in its flow's
+    description, so it can be read by any number of steps.
+    """
+
+    __slots__ = ("flow", "stream_id")
+
+    def __init__(self, stream_id: str, flow: Dataflow) -> None:
+        #: the stream's ID: the step ID of the step writing it, and its port
+        self.stream_id = stream_id
+        #: the flow the stream belongs to
+        self.flow = flow
+
+    def then(
+        self,
+        op: Callable[..., R],
+        step_id: str,
+        *args: Any,
+        **kwargs: Any,
+    ) -> R:
+        """``op(step_id, self, *args, **kwargs)``: chain operators left to right.
+
+        >>> from timelypy.flow import operators as op
+        >>> from timelypy.flow.testing import TestingSource
+        >>> flow = Dataflow("doc")
+        >>> s = op.input("inp", flow, TestingSource([1, 2])).then(op.map, "double", lambda x: 2 * x)
+        >>> s.stream_id
+        'doc.double.down'
+        """
+        return op(step_id, self, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Stream({self.stream_id!r})"
+
+
+V = TypeVar("V")
+#: A stream of ``(state key, value)`` pairs: what keyed (stateful) operators take.
+KeyedStream = Stream[tuple[str, V]]
+
+
+def _flow_of(args: Sequence[Any], kwargs: dict[str, Any]) -> Dataflow | None:
+    for value in [*args, *kwargs.values()]:
+        if isinstance(value, Dataflow):
+            return value
+        if isinstance(value, Stream):
+            return value.flow
+        if isinstance(value, (list, tuple)):
+            for inner in value:
+                if isinstance(inner, Stream):
+                    return inner.flow
+    return None
+
+
+def operator(builder: Callable[P, R]) -> Callable[P, R]:
+    """Make ``builder`` a composite operator: its steps get step IDs nested under its own.
+
+    ``builder``'s first argument is the composite's step ID; it takes
+    streams (or the flow) and builds steps with other operators, whose
+    step IDs become ``flow_id.step_id.inner``.
+
+    >>> from timelypy.flow import operators as op
+    >>> from timelypy.flow.testing import TestingSource
+    >>> @operator
+    ... def add_one_then_double(step_id: str, up: Stream[int]) -> Stream[int]:
+    ...     return op.map("double", op.map("add_one", up, lambda x: x + 1), lambda x: 2 * x)
+    >>> flow = Dataflow("doc")
+    >>> out = add_one_then_double("calc", op.input("inp", flow, TestingSource([1])))
+    >>> [step.step_id for step in flow.steps]
+    ['doc.inp', 'doc.calc.add_one', 'doc.calc.double']
+    """
+
+    @functools.wraps(builder)
+    def composite(*args: P.args, **kwargs: P.kwargs) -> R:
+        step_id = args[0] if args else kwargs.get("step_id")
+        flow = _flow_of(args[1:], kwargs)
+        if flow is None:
+            raise FlowError(
+                f"composite operator {builder.__name__!r} (step {step_id!r}) was given no stream "
+                "and no Dataflow"
+            )
+        if not isinstance(step_id, str):
+            raise FlowError(
+                f"composite operator {builder.__name__!r} takes its step ID first, got {step_id!r}"
+            )
+        with flow.scope(step_id):
+            return builder(*args, **kwargs)
+
+    return composite
 
 
 def _identity(acc: Any) -> Any:

@@ -48,7 +48,9 @@ from timelypy.dataflow.probe import ProbeHandle
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import FlowError
-from timelypy.flow.dataflow import KEYED, WINDOWED, Dataflow, Step
+from timelypy.flow._graph import GraphBuilder
+from timelypy.flow._io import EpochTicker, SourceReader
+from timelypy.flow.dataflow import CHAIN_INPUT, KEYED, WINDOWED, Dataflow, Step
 from timelypy.flow.inputs import (
     AdvanceTo,
     Emit,
@@ -65,16 +67,15 @@ from timelypy.flow.outputs import (
     print_batch,
 )
 from timelypy.flow.primaries import agree_primaries, broadcast_from_first
+from timelypy.flow.sources import AbortExecution, DynamicSource, FixedPartitionedSource, Source
 from timelypy.flow.state import StepState
 from timelypy.flow.steps import (
-    BatchFn,
     batch_function,
     combine_epoch,
     keyed_check,
     keyed_step,
     output_sink,
     route_by_key,
-    stateless_chain,
 )
 from timelypy.flow.window_ops import window_step
 from timelypy.recovery import AttachedExecution, RecoveryConfig
@@ -109,6 +110,10 @@ CATCH_UP_STEPS = 4
 GC_SECONDS = 30.0
 #: How many advanced-past epochs may be incomplete before a worker stops reading.
 MAX_OPEN_EPOCHS = 64
+#: Seconds an aborting worker waits for the epochs before the abort to complete, at most.
+ABORT_DRAIN_SECONDS = 10.0
+#: Seconds of system time an epoch of a stream-graph source lasts, by default.
+EPOCH_INTERVAL = 10.0
 
 #: Receives ``(epoch, items)`` of the captures that have no output config.
 Collect = Callable[[int, list[Any]], None]
@@ -137,6 +142,7 @@ class _Reader:
         "done",
         "epoch",
         "name",
+        "out",
         "pairs",
         "reached",
         "record",
@@ -161,6 +167,8 @@ class _Reader:
                 f"(a generator yielding AdvanceTo and Emit), got {source!r}"
             ) from None
         self.pairs = pairs
+        #: the input operator's output this reader sends on
+        self.out: OperatorOutput[Any] | None = None
         self.cap: Capability | None = None
         self.epoch: int | None = None
         #: the largest epoch this reader advanced to or sent items at (None: none yet);
@@ -361,13 +369,15 @@ class FlowWorker:
         self,
         worker: Worker,
         flow: Dataflow,
-        input_config: InputConfig | PairsInput,
+        input_config: InputConfig | PairsInput | None,
         collect: Collect | None,
         *,
         collect_on: int | None = 0,
         resume_epoch: int = 0,
         cancelled: threading.Event | None = None,
         recovery: Recovery | None = None,
+        epoch_interval: float = EPOCH_INTERVAL,
+        sources: dict[str, Any] | None = None,
     ) -> None:
         self.worker = worker
         self.recovery = recovery
@@ -377,35 +387,72 @@ class FlowWorker:
         self.collect_on = collect_on
         self.resume_epoch = resume_epoch
         self.cancelled = cancelled
+        self.epoch_interval = epoch_interval
         self.probe = ProbeHandle()
-        #: Every stateful step's state on this worker, by step ID.
+        #: Every stateful chain step's state on this worker, by step ID.
         self.states: dict[str, StepState] = {}
-        self.readers: list[_Reader] = []
-        self._output: OperatorOutput[Any] | None = None
+        self.readers: list[Any] = []
+        #: what to close when the run ends (sink partitions)
+        self.closers: list[Callable[[], None]] = []
         steps = flow.steps
-        self.input_step_id = steps[0].step_id if steps and steps[0].operator == "input" else "input"
-        if not any(step.operator == "capture" for step in steps):
+        chain_input = next((s for s in steps if s.form == "chain" and s.operator == "input"), None)
+        self.input_step_id = chain_input.step_id if chain_input is not None else "input"
+        self._chain_stream = chain_input.outs[0] if chain_input is not None else CHAIN_INPUT
+        if not any(
+            step.operator in ("capture", "output", "inspect", "inspect_debug", "raises")
+            for step in steps
+        ):
             raise FlowError(
                 "the flow has no output: add a capture() step (with an output config, or "
-                "without one for run and run_cluster to return its items)"
+                "without one for run and run_cluster to return its items), or an op.output "
+                "or op.inspect step"
             )
-        self._open_readers()
+        #: the inputs: (step ID, config or source, the flow stream it writes, its readers)
+        self.inputs: list[tuple[str, Any, str, list[Any]]] = []
+        if flow.has_chain:
+            if input_config is None:
+                raise FlowError(
+                    "the flow's chain has no input: pass one to run (an iterable of (epoch, "
+                    "item), or an input config) or start the chain with flow.input(step_id, "
+                    "input_config)"
+                )
+            self.inputs.append((self.input_step_id, input_config, self._chain_stream, []))
+        sources = dict(sources or {})
+        for step in steps:
+            if step.form == "graph" and step.operator == "input":
+                config = sources.pop(step.step_id, step.config)
+                self.inputs.append((step.step_id, config, step.outs[0], []))
+        if sources:
+            raise FlowError(
+                f"no input step of the flow is named {sorted(sources)[0]!r}; its inputs are "
+                f"{[step_id for step_id, *_ in self.inputs]}"
+            )
+        self._ticker: EpochTicker | None = None
+        if any(isinstance(config, Source) for _, config, _, _ in self.inputs):
+            start = broadcast_from_first(worker, time.time(), "the epoch clock's start")
+            self._ticker = EpochTicker(start, epoch_interval, resume_epoch)
+        for step_id, config, _, readers in self.inputs:
+            readers.extend(self._open(step_id, config))
+            self.readers.extend(readers)
 
     # -- inputs -------------------------------------------------------------
 
-    def _open_readers(self) -> None:
-        worker, config = self.worker, self.input_config
+    def _open(self, step_id: str, config: Any) -> list[Any]:
+        """The readers of one input on this worker."""
+        worker = self.worker
         index, peers = worker.index, worker.peers
-        step_id = self.input_step_id
+        readers: list[Any] = []
+        if isinstance(config, Source):
+            return self._open_source(step_id, config)
         if isinstance(config, PairsInput):
             if index == 0:
-                self.readers.append(
+                readers.append(
                     _Reader("the (epoch, item) input", step_id, index, config.pairs, True)
                 )
         elif isinstance(config, ManualInputConfig):
             source = config.input_builder(index, peers, self.resume_epoch)
             if source is not None:
-                self.readers.append(_Reader("the input builder", step_id, index, source, False))
+                readers.append(_Reader("the input builder", step_id, index, source, False))
         elif isinstance(config, PartitionedInputConfig):
             reachable = _list_parts(config.list_parts, index, peers, step_id)
             required = config.all_parts()
@@ -432,15 +479,47 @@ class FlowWorker:
                 if recovery is not None and callable(snap):
                     reader.snap = snap
                     reader.record = _partition_recorder(recovery, step_id, part)
-                self.readers.append(reader)
+                readers.append(reader)
         else:
             raise FlowError(
                 f"input step {step_id!r}: unknown input {config!r}; use ManualInputConfig, a "
                 "PartitionedInputConfig, or an iterable of (epoch, item) pairs"
             )
+        return readers
 
-    def _source(self, scope: Scope) -> Stream[Any]:
-        builder = OperatorBuilder(self.input_step_id, scope)
+    def _open_source(self, step_id: str, source: Source[Any]) -> list[Any]:
+        """The readers of a stream-graph source on this worker."""
+        worker = self.worker
+        index = worker.index
+        ticker = self._ticker
+        assert ticker is not None
+        if isinstance(source, DynamicSource):
+            part = source.build(step_id, index, worker.peers)
+            return [SourceReader(f"worker {index}'s partition", step_id, index, part, ticker)]
+        if not isinstance(source, FixedPartitionedSource):
+            raise FlowError(
+                f"input step {step_id!r}: a source must be a FixedPartitionedSource or a "
+                f"DynamicSource, got {source!r}"
+            )
+        reachable = _list_parts(lambda i, n: source.list_parts(), index, worker.peers, step_id)
+        assignment = agree_primaries(worker, reachable, None, f"input step {step_id!r}")
+        mine = sorted(part for part, primary in assignment.items() if primary == index)
+        recovery = self.recovery
+        resumed = (
+            {} if recovery is None else recovery.store.load_keys(step_id, mine, self.resume_epoch)
+        )
+        readers: list[Any] = []
+        for name in mine:
+            built = source.build_part(step_id, name, resumed.get(name))
+            reader = SourceReader(f"partition {name!r}", step_id, index, built, ticker)
+            if recovery is not None:
+                reader.snap = built.snapshot
+                reader.record = _partition_recorder(recovery, step_id, name)
+            readers.append(reader)
+        return readers
+
+    def _source(self, scope: Scope, step_id: str, readers: list[Any]) -> Stream[Any]:
+        builder = OperatorBuilder(step_id, scope)
         output: OperatorOutput[Any]
         output, stream = builder.new_output()
         held: list[Capability] = []
@@ -452,10 +531,11 @@ class FlowWorker:
         builder.build(constructor)
         root = held[0]
         resume = self.resume_epoch
-        for reader in self.readers:
+        for reader in readers:
             reader.start(root.delayed(resume))
+            reader.out = output
         root.drop()
-        self._output = output
+        self._outputs.append(output)
         return stream
 
     # -- steps --------------------------------------------------------------
@@ -486,59 +566,71 @@ class FlowWorker:
 
     def build(self, scope: Scope) -> None:
         """Add the flow's operators to ``scope``."""
-        stream = self._source(scope)
-        chain: list[tuple[Step, BatchFn]] = []
-        steps = [step for step in self.flow.steps if step.operator != "input"]
+        graph = GraphBuilder(self, scope)
+        self._outputs: list[OperatorOutput[Any]] = []
+        for step_id, _, stream_id, readers in self.inputs:
+            graph.set_stream(stream_id, self._source(scope, step_id, readers))
+        for step in self.flow.steps:
+            if step.form == "graph":
+                if step.operator != "input":
+                    graph.build(step)
+            elif step.operator != "input":
+                self._chain_step(graph, step)
+        graph.finish()
+        for done in graph.outputs:
+            done.probe_with(self.probe)
 
-        def flush() -> Stream[Any]:
-            nonlocal chain
-            if chain:
-                name = "+".join(step.step_id for step, _ in chain)
-                result = stateless_chain(stream, name, chain)
-                chain = []
-                return result
-            return stream
+    def _chain_step(self, graph: GraphBuilder, step: Step) -> None:
+        """Add the operators of one step of the epoch chain."""
+        op = step.operator
+        up, out = step.ups[0], step.outs[0]
+        if op == "reduce_epoch" and self.worker.peers > 1:
+            # Fold on the sending worker first (checking the items as it folds):
+            # one item per key leaves it.
+            stream = graph.materialize(up, step)
+            stream = combine_epoch(
+                stream, f"{step.step_id}.local", step, Pipeline(), None, check=True
+            )
+            stream = combine_epoch(
+                stream, step.step_id, step, Exchange(route_by_key), self._state(step)
+            )
+        elif op in ("reduce_epoch", "reduce_epoch_local"):
+            stream = graph.materialize(up, step)
+            pact: Pact = Exchange(route_by_key) if op == "reduce_epoch" else Pipeline()
+            stream = combine_epoch(stream, step.step_id, step, pact, self._state(step), check=True)
+        elif op in KEYED:
+            graph.extend(up, step, keyed_check(step), f"{step.step_id}.checked")
+            stream = graph.materialize(f"{step.step_id}.checked", step)
+            stream = keyed_step(stream, step, self._recovered_state(step))
+        elif op in WINDOWED:
+            graph.extend(up, step, keyed_check(step), f"{step.step_id}.checked")
+            stream = graph.materialize(f"{step.step_id}.checked", step)
+            state = self._recovered_state(step)
+            stream = window_step(stream, step.step_id, step.options, state)
+        elif op == "capture":
+            stream = graph.materialize(up, step)
+            graph.outputs.append(self._capture(stream, step))
+        else:
+            graph.extend(up, step, batch_function(step), out)
+            return
+        graph.set_stream(out, stream)
 
-        for step in steps:
-            op = step.operator
-            if op == "reduce_epoch" and self.worker.peers > 1:
-                # Fold on the sending worker first (checking the items as it folds):
-                # one item per key leaves it.
-                stream = flush()
-                stream = combine_epoch(
-                    stream, f"{step.step_id}.local", step, Pipeline(), None, check=True
-                )
-                stream = combine_epoch(
-                    stream, step.step_id, step, Exchange(route_by_key), self._state(step)
-                )
-            elif op in ("reduce_epoch", "reduce_epoch_local"):
-                stream = flush()
-                pact: Pact = Exchange(route_by_key) if op == "reduce_epoch" else Pipeline()
-                stream = combine_epoch(
-                    stream, step.step_id, step, pact, self._state(step), check=True
-                )
-            elif op in KEYED:
-                chain.append((step, keyed_check(step)))
-                stream = flush()
-                stream = keyed_step(stream, step, self._recovered_state(step))
-            elif op in WINDOWED:
-                chain.append((step, keyed_check(step)))
-                stream = flush()
-                state = self._recovered_state(step)
-                stream = window_step(stream, step.step_id, step.options, state)
-            elif op == "capture":
-                stream = flush()
-                done = self._capture(stream, step)
-                done.probe_with(self.probe)
-            else:
-                chain.append((step, batch_function(step)))
-        flush()
+    def capture_to(self, stream: Stream[Any], step: Step, config: Any) -> Stream[Any]:
+        """Write ``stream`` to an epoch-chain output config (a graph ``output`` of one)."""
+        return self._capture(stream, dataclasses.replace(step, config=config))
 
     def _capture(self, stream: Stream[Any], step: Step) -> Stream[Any]:
         config = step.config
         worker = self.worker
         name = f"{step.step_id}.write"
         if config is None:
+            if self.collect is None and step.form == "graph":
+                raise FlowError(
+                    f"output step {step.step_id!r} writes to a CaptureSink, which hands items "
+                    "to the caller, but run_main, cluster_main and the command line return "
+                    "nothing: run the flow with run, run_cluster or timelypy_spark.run_flow, "
+                    "or write to another sink"
+                )
             if self.collect is None:
                 raise FlowError(
                     f"capture step {step.step_id!r} has no output config, and this way of running "
@@ -626,8 +718,6 @@ class FlowWorker:
     def feed(self) -> None:
         """Read every reader to its end, stepping the worker in between."""
         worker, probe = self.worker, self.probe
-        output = self._output
-        assert output is not None
         readers = self.readers
         started = [False] * len(readers)
         open_epochs: deque[int] = deque()
@@ -637,9 +727,16 @@ class FlowWorker:
         while readers:
             if cancelled is not None and cancelled.is_set():
                 raise FlowCancelled("the caller stopped reading the flow's output")
+            idle = True
             for i, reader in enumerate(readers):
-                reader.pull(output, PULL_LIMIT, started[i])
+                try:
+                    reader.pull(reader.out, PULL_LIMIT, started[i])
+                except AbortExecution:
+                    self._abort(readers)
+                    raise
                 started[i] = True
+                if not getattr(reader, "idle", False):
+                    idle = False
                 if recovery is not None and reader.reached is not None:
                     recovery.seen(reader.reached)
             finished = [reader for reader in readers if reader.done]
@@ -648,8 +745,13 @@ class FlowWorker:
                     reader.finish()
                 started = [s for s, r in zip(started, readers, strict=True) if not r.done]
                 readers = [reader for reader in readers if not reader.done]
-                output.flush()
-            worker.step()
+                for output in self._outputs:
+                    output.flush()
+                idle = False
+            if idle:
+                worker.step_or_park(_park_seconds(readers))
+            else:
+                worker.step()
             if readers:
                 low = min(reader.epoch for reader in readers if reader.epoch is not None)
                 # A few more steps while the outputs lag the input: a closed epoch's
@@ -674,14 +776,46 @@ class FlowWorker:
             if recovery is not None:
                 recovery.checkpoint(probe)
         self.readers = readers
-        if recovery is not None:
-            # Run to the end here, not in execute's drain, to record the last frontier.
-            while not probe.done():
-                if cancelled is not None and cancelled.is_set():
-                    raise FlowCancelled("the caller stopped reading the flow's output")
-                worker.step_or_park(0.01)
+        # Run to the end here, not in execute's drain: to record the last frontier, and
+        # to close the sinks once everything is written.
+        while not probe.done():
+            if cancelled is not None and cancelled.is_set():
+                raise FlowCancelled("the caller stopped reading the flow's output")
+            worker.step_or_park(0.01)
+            if recovery is not None:
                 recovery.checkpoint(probe)
+        if recovery is not None:
             recovery.finish()
+        self.close_sinks()
+
+    def _abort(self, readers: list[Any]) -> None:
+        """A source aborts: complete and commit the epochs before the readers' current ones."""
+        low = min((r.epoch for r in readers if r.epoch is not None), default=None)
+        if low is None:
+            return
+        probe, worker, recovery = self.probe, self.worker, self.recovery
+        deadline = time.monotonic() + ABORT_DRAIN_SECONDS
+        while probe.less_than(low) and time.monotonic() < deadline:
+            worker.step_or_park(0.01)
+        if recovery is not None:
+            recovery.checkpoint(probe, force=True)
+
+    def close_sinks(self) -> None:
+        """Close the sink partitions (once)."""
+        closers, self.closers = self.closers, []
+        for close in closers:
+            close()
+
+
+def _park_seconds(readers: list[Any]) -> float:
+    """How long a worker whose readers are all idle may park: until the first wakes."""
+    now = time.time()
+    wakes: list[float] = [
+        reader.awake for reader in readers if getattr(reader, "awake", None) is not None
+    ]
+    if not wakes:
+        return 0.01
+    return min(0.01, max(0.0, min(wakes) - now))
 
 
 def _partition_recorder(recovery: Recovery, step_id: str, part: str) -> Callable[[int, Any], None]:
@@ -736,21 +870,24 @@ def _no_logic(frontiers: list[Frontier]) -> None:
 
 def flow_program(
     flow: Dataflow,
-    input_config: InputConfig | PairsInput,
+    input_config: InputConfig | PairsInput | None,
     collect: Collect | None = None,
     *,
+    epoch_interval: float = EPOCH_INTERVAL,
     collect_on: int | None = 0,
     resume_epoch: int = 0,
     cancelled: threading.Event | None = None,
     on_built: Callable[[FlowWorker], Any] | None = None,
     recovery_config: RecoveryConfig | AttachedExecution | None = None,
+    sources: dict[str, Any] | None = None,
 ) -> Callable[[Worker], None]:
     """The program that runs ``flow`` on each worker (for :func:`timelypy.execute`).
 
     With ``recovery_config`` the run is an execution against its store:
     worker 0 takes the store's execution lock, begins the execution and
     tells every worker its number and resume epoch (``resume_epoch`` is
-    then ignored).
+    then ignored).  ``sources`` replaces the sources of stream-graph input
+    steps, by step ID (Spark feeds its partitions to them this way).
     """
 
     def program(worker: Worker) -> None:
@@ -769,6 +906,8 @@ def flow_program(
                 resume_epoch=resume,
                 cancelled=cancelled,
                 recovery=recovery,
+                epoch_interval=epoch_interval,
+                sources=sources,
             )
             worker.dataflow(runner.build)
             if on_built is not None:
@@ -778,8 +917,9 @@ def flow_program(
             finally:
                 # Ended, failed or cancelled: readers still open close now (a socket
                 # reader's connection), not whenever the garbage collector finds them.
-                for reader in runner.readers:
-                    reader.close()
+                for _, _, _, readers in runner.inputs:
+                    for reader in readers:
+                        reader.close()
 
     return program
 
@@ -839,10 +979,10 @@ class Recovery:
         if epoch >= self.end_epoch:
             self.end_epoch = epoch + 1
 
-    def checkpoint(self, probe: ProbeHandle) -> None:
+    def checkpoint(self, probe: ProbeHandle, force: bool = False) -> None:
         """Commit queued snapshots and the worker frontier, at most every commit interval."""
         now = time.monotonic()
-        if now < self._next_commit:
+        if now < self._next_commit and not force:
             return
         self._next_commit = now + self.commit_interval
         frontier = probe.frontier()
@@ -857,4 +997,3 @@ class Recovery:
         self.writer.commit(self.end_epoch, done=True)
         if self.worker.index == 0:
             self.store.collect_garbage()
-

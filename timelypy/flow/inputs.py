@@ -38,13 +38,31 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from timelypy.errors import FlowError
+from timelypy.flow.sources import (
+    AbortExecution,
+    DynamicSource,
+    FixedPartitionedSource,
+    SimplePollingSource,
+    Source,
+    StatefulSourcePartition,
+    StatelessSourcePartition,
+)
 
 __all__ = [
+    "AbortExecution",
+    "Source",
+    "FixedPartitionedSource",
+    "StatefulSourcePartition",
+    "DynamicSource",
+    "StatelessSourcePartition",
+    "SimplePollingSource",
+    "batch",
     "AdvanceTo",
     "Emit",
     "EmitBatch",
@@ -305,3 +323,19 @@ def tumbling_epoch(
         if epoch > current:
             current = epoch
         yield current, item
+
+
+def batch(ib: Iterable[T], batch_size: int) -> Iterator[list[T]]:
+    """The items of ``ib`` in lists of at most ``batch_size`` (for a partition's ``next_batch``).
+
+    >>> list(batch(range(5), 2))
+    [[0, 1], [2, 3], [4]]
+    """
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise FlowError(f"batch needs batch_size >= 1, got {batch_size!r}")
+    it = iter(ib)
+    while True:
+        chunk = list(itertools.islice(it, batch_size))
+        if not chunk:
+            return
+        yield chunk

@@ -26,9 +26,23 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from timelypy.errors import FlowError
+from timelypy.flow.sinks import (
+    CaptureSink,
+    DynamicSink,
+    FixedPartitionedSink,
+    Sink,
+    StatefulSinkPartition,
+    StatelessSinkPartition,
+)
 from timelypy.hashing import stable_hash
 
 __all__ = [
+    "Sink",
+    "CaptureSink",
+    "FixedPartitionedSink",
+    "StatefulSinkPartition",
+    "DynamicSink",
+    "StatelessSinkPartition",
     "OutputConfig",
     "ManualOutputConfig",
     "StdOutputConfig",

@@ -20,6 +20,7 @@ re-raised here, with notes naming the step and the worker.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import pickle
 import secrets
@@ -40,11 +41,11 @@ from timelypy.communication.transport import ProcessTransport, Transport
 from timelypy.errors import ClusterError, ConfigError, FlowError
 from timelypy.execute import execute, initialize_from
 from timelypy.flow.dataflow import Dataflow
-from timelypy.flow.driver import FlowCancelled, PairsInput, flow_program
+from timelypy.flow.driver import EPOCH_INTERVAL, FlowCancelled, PairsInput, flow_program
 from timelypy.flow.inputs import InputConfig
 from timelypy.recovery import RecoveryConfig
 
-__all__ = ["run", "run_cluster", "cluster_main", "spawn_cluster"]
+__all__ = ["run", "run_cluster", "cluster_main", "spawn_cluster", "FlowRun"]
 
 log = logging.getLogger("timelypy.flow")
 
@@ -109,11 +110,21 @@ class _Handoff:
 _EMPTY = object()
 
 
-def _input(flow: Dataflow, inp: Any) -> InputConfig | PairsInput:
-    """The input to run ``flow`` with: ``inp`` (an input config or pairs) or the flow's own."""
-    own = flow.input_config
+def _input(flow: Dataflow, inp: Any) -> InputConfig | PairsInput | None:
+    """The input of ``flow``'s chain: ``inp`` (an input config or pairs) or the chain's own.
+
+    ``None`` for a flow without a chain: its inputs are its ``op.input`` steps.
+    """
     if not isinstance(flow, Dataflow):
         raise FlowError(f"expected a timelypy.flow.Dataflow, got {flow!r}")
+    own = flow.input_config
+    if not flow.has_chain:
+        if inp is not None:
+            raise FlowError(
+                "this flow has no chain for an input to feed: its inputs are its op.input "
+                "steps; run it without one (run(flow))"
+            )
+        return None
     if inp is None:
         if own is None:
             raise FlowError(
@@ -134,10 +145,155 @@ def _input(flow: Dataflow, inp: Any) -> InputConfig | PairsInput:
     return PairsInput(inp)
 
 
+def _epoch_interval(value: Any) -> float:
+    if value is None:
+        return EPOCH_INTERVAL
+    seconds = value.total_seconds() if isinstance(value, datetime.timedelta) else value
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
+        raise FlowError(f"epoch_interval must be a timedelta >= 0, got {value!r}")
+    return float(seconds)
+
+
 def _positive(value: object, name: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"{name} must be a positive int, got {value!r}")
     return value
+
+
+class FlowRun(Iterator[tuple[int, Any]]):
+    """A running flow's captured ``(epoch, item)`` pairs; what :func:`run` returns.
+
+    The flow starts running when this is made, in a background thread (and
+    helper processes), and runs to its end whether or not the items are
+    read: a ``FlowRun`` dropped before anything was read from it waits for
+    the flow to finish (discarding the items), so ``run(flow)`` as a
+    statement runs the flow.  Once you start reading, dropping it (or
+    :meth:`close`) stops the flow instead: ``for ... in run(flow): break``
+    ends an unending input.  :meth:`wait` runs the flow to its end and
+    raises its error, if it failed.
+    """
+
+    def __init__(
+        self,
+        flow: Dataflow,
+        inp: Any,
+        proc_count: int,
+        worker_count_per_proc: int,
+        recovery_config: RecoveryConfig | None,
+        epoch_interval: Any = None,
+    ) -> None:
+        self._closed = True
+        self._reading = False
+        source = _input(flow, inp)
+        _positive(proc_count, "proc_count")
+        _positive(worker_count_per_proc, "worker_count_per_proc")
+        interval = _epoch_interval(epoch_interval)
+        _recovery(recovery_config)
+        captured = self._captured = _Handoff(QUEUE_ITEMS)
+        cancelled = self._cancelled = threading.Event()
+
+        def collect(epoch: int, items: list[Any]) -> None:
+            if not captured.put((epoch, items), len(items), cancelled):
+                raise FlowCancelled("the caller stopped reading the flow's output")
+
+        program = flow_program(
+            flow,
+            source,
+            collect,
+            collect_on=0,
+            cancelled=cancelled,
+            recovery_config=recovery_config,
+            epoch_interval=interval,
+        )
+        self._children: list[subprocess.Popen[bytes]] = []
+        self._watching = threading.Event()
+        transport: Transport
+        if proc_count == 1:
+            config = Config.process(worker_count_per_proc)
+            transport = ProcessTransport(worker_count_per_proc)
+        else:
+            config, secret, self._children = spawn_cluster(
+                flow, source, proc_count, worker_count_per_proc, recovery_config, interval
+            )
+            network = ClusterNetwork(config, secret)
+            transport = ClusterTransport(network)
+            threading.Thread(
+                target=_watch_children,
+                args=(self._children, network, self._watching),
+                daemon=True,
+            ).start()
+
+        def hand_over(message: Any) -> None:
+            captured.put(message, 0, cancelled)
+
+        def body() -> None:
+            try:
+                initialize_from(transport, config, program)
+                hand_over(_DONE)
+            except BaseException as exc:  # handed to the caller's thread
+                hand_over(exc)
+
+        self._thread = threading.Thread(target=body, name="timelypy-flow", daemon=True)
+        self._closed = False
+        self._thread.start()
+        self._epoch = 0
+        self._batch: Iterator[Any] = iter(())
+
+    def __iter__(self) -> FlowRun:
+        return self
+
+    def __next__(self) -> tuple[int, Any]:
+        self._reading = True
+        while True:
+            for item in self._batch:
+                return self._epoch, item
+            if self._closed:
+                raise StopIteration
+            message = self._captured.get(0.25)
+            if message is _EMPTY:
+                continue
+            if message is _DONE:
+                self.close()
+                raise StopIteration
+            if isinstance(message, BaseException):
+                self.close()
+                if isinstance(message, FlowCancelled):
+                    raise StopIteration
+                raise message
+            self._epoch, items = message
+            self._batch = iter(items)
+
+    def wait(self) -> None:
+        """Run the flow to its end, discarding the items not read yet; raise its error."""
+        self._batch = iter(())
+        while not self._closed:
+            message = self._captured.get(0.25)
+            if message is _EMPTY:
+                continue
+            if message is _DONE or isinstance(message, BaseException):
+                self.close()
+                if isinstance(message, BaseException) and not isinstance(message, FlowCancelled):
+                    raise message
+
+    def close(self) -> None:
+        """Stop the flow (if it still runs) and its helper processes."""
+        if self._closed:
+            return
+        self._closed = True
+        self._cancelled.set()
+        self._thread.join(5.0)
+        self._watching.set()
+        _reap(self._children)
+
+    def __del__(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        if not self._reading:
+            try:
+                self.wait()
+            except BaseException:
+                log.exception("the flow failed, and its result was never read")
+        self.close()
 
 
 def _stream(
@@ -146,74 +302,10 @@ def _stream(
     proc_count: int,
     worker_count_per_proc: int,
     recovery_config: RecoveryConfig | None = None,
-) -> Iterator[tuple[int, Any]]:
-    """Run the flow in a background thread (and helper processes); yield what it captures."""
-    source = _input(flow, inp)
-    _positive(proc_count, "proc_count")
-    _positive(worker_count_per_proc, "worker_count_per_proc")
-    captured = _Handoff(QUEUE_ITEMS)
-    cancelled = threading.Event()
-
-    def collect(epoch: int, items: list[Any]) -> None:
-        if not captured.put((epoch, items), len(items), cancelled):
-            raise FlowCancelled("the caller stopped reading the flow's output")
-
-    _recovery(recovery_config)
-    program = flow_program(
-        flow,
-        source,
-        collect,
-        collect_on=0,
-        cancelled=cancelled,
-        recovery_config=recovery_config,
-    )
-    children: list[subprocess.Popen[bytes]] = []
-    watching = threading.Event()
-    transport: Transport
-    if proc_count == 1:
-        config = Config.process(worker_count_per_proc)
-        transport = ProcessTransport(worker_count_per_proc)
-    else:
-        config, secret, children = spawn_cluster(
-            flow, source, proc_count, worker_count_per_proc, recovery_config
-        )
-        network = ClusterNetwork(config, secret)
-        transport = ClusterTransport(network)
-        threading.Thread(
-            target=_watch_children, args=(children, network, watching), daemon=True
-        ).start()
-
-    def hand_over(message: Any) -> None:
-        captured.put(message, 0, cancelled)
-
-    def body() -> None:
-        try:
-            initialize_from(transport, config, program)
-            hand_over(_DONE)
-        except BaseException as exc:  # handed to the caller's thread
-            hand_over(exc)
-
-    thread = threading.Thread(target=body, name="timelypy-flow", daemon=True)
-    thread.start()
-    try:
-        while True:
-            message = captured.get(0.25)
-            if message is _EMPTY:
-                continue
-            if message is _DONE:
-                break
-            if isinstance(message, BaseException):
-                if isinstance(message, FlowCancelled):
-                    break
-                raise message
-            epoch, items = message
-            for item in items:
-                yield epoch, item
-    finally:
-        cancelled.set()
-        thread.join(5.0)
-        watching.set()
-        _reap(children)
+    epoch_interval: Any = None,
+) -> FlowRun:
+    """Run the flow in a background thread (and helper processes); iterate what it captures."""
+    return FlowRun(flow, inp, proc_count, worker_count_per_proc, recovery_config, epoch_interval)
 
 
 def _recovery(config: Any) -> None:
@@ -224,14 +316,21 @@ def _recovery(config: Any) -> None:
 
 
 def run(
-    flow: Dataflow, inp: Any = None, *, recovery_config: RecoveryConfig | None = None
-) -> Iterator[tuple[int, Any]]:
-    """Run ``flow`` on one worker; yield ``(epoch, item)`` for each captured item.
+    flow: Dataflow,
+    inp: Any = None,
+    *,
+    recovery_config: RecoveryConfig | None = None,
+    epoch_interval: datetime.timedelta | None = None,
+) -> FlowRun:
+    """Run ``flow`` on one worker; iterate ``(epoch, item)`` for each captured item.
 
-    ``inp`` is an iterable of ``(epoch, item)`` pairs (seed 004; see the
-    helpers in :mod:`timelypy.flow.inputs`), or an input config; leave it
-    out if the flow starts with an ``input`` step.  Items come out as they
-    are captured, in no particular order within an epoch.
+    ``inp`` is an iterable of ``(epoch, item)`` pairs (see the helpers in
+    :mod:`timelypy.flow.inputs`), or an input config; leave it out if the
+    flow starts with an ``input`` step, or has only stream-graph inputs.
+    Items come out as they are captured, in no particular order within an
+    epoch.  The flow runs to its end even if nothing is read (see
+    :class:`FlowRun`).  ``epoch_interval`` is the epoch length of the
+    stream graph's sources (default 10 s).
 
     >>> from operator import add
     >>> from timelypy.flow import Dataflow, run
@@ -249,7 +348,7 @@ def run(
     1 ('do', 1)
     1 ('to', 1)
     """
-    return _stream(flow, inp, 1, 1, recovery_config)
+    return _stream(flow, inp, 1, 1, recovery_config, epoch_interval)
 
 
 def run_cluster(
@@ -259,6 +358,7 @@ def run_cluster(
     worker_count_per_proc: int = 1,
     *,
     recovery_config: RecoveryConfig | None = None,
+    epoch_interval: datetime.timedelta | None = None,
 ) -> list[tuple[int, Any]]:
     """Run ``flow`` on ``proc_count`` local processes of ``worker_count_per_proc`` workers each.
 
@@ -273,7 +373,9 @@ def run_cluster(
     >>> sorted(run_cluster(flow, enumerate(range(4)), worker_count_per_proc=2))
     [(0, 1), (1, 2), (2, 3), (3, 4)]
     """
-    return list(_stream(flow, inp, proc_count, worker_count_per_proc, recovery_config))
+    return list(
+        _stream(flow, inp, proc_count, worker_count_per_proc, recovery_config, epoch_interval)
+    )
 
 
 def cluster_main(
@@ -284,6 +386,7 @@ def cluster_main(
     worker_count_per_proc: int = 1,
     *,
     recovery_config: RecoveryConfig | None = None,
+    epoch_interval: datetime.timedelta | None = None,
 ) -> None:
     """Run this process's part (``proc_id``) of a cluster of ``len(addresses)`` processes.
 
@@ -308,17 +411,27 @@ def cluster_main(
             raise ConfigError(f"proc_id {proc_id} is out of range for a single process")
         config = Config.process(worker_count_per_proc)
     _recovery(recovery_config)
+    interval = _epoch_interval(epoch_interval)
     execute(
-        config, flow_program(flow, source, None, collect_on=None, recovery_config=recovery_config)
+        config,
+        flow_program(
+            flow,
+            source,
+            None,
+            collect_on=None,
+            recovery_config=recovery_config,
+            epoch_interval=interval,
+        ),
     )
 
 
 def spawn_cluster(
     flow: Dataflow,
-    source: InputConfig | PairsInput,
+    source: InputConfig | PairsInput | None,
     proc_count: int,
     worker_count_per_proc: int,
     recovery_config: RecoveryConfig | None = None,
+    epoch_interval: float = EPOCH_INTERVAL,
 ) -> tuple[Config, bytes, list[subprocess.Popen[bytes]]]:
     """Start processes ``1..proc_count-1`` of a local cluster; return process 0's config.
 
@@ -333,11 +446,11 @@ def spawn_cluster(
     ports = free_ports(proc_count)
     addresses = [f"127.0.0.1:{port}" for port in ports]
     secret = secrets.token_bytes(32)
-    child_source: InputConfig | PairsInput = (
+    child_source: InputConfig | PairsInput | None = (
         PairsInput(()) if isinstance(source, PairsInput) else source
     )
     try:
-        program = cloudpickle.dumps((flow, child_source, recovery_config))
+        program = cloudpickle.dumps((flow, child_source, recovery_config, epoch_interval))
     except Exception as exc:
         raise FlowError(
             f"run_cluster sends the flow and its input config to its other processes with "
@@ -395,3 +508,9 @@ def _reap(children: list[subprocess.Popen[bytes]]) -> None:
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait(2.0)
+
+
+if __name__ == "__main__":  # ``python -m timelypy.flow.run``, as bytewax's ``-m bytewax.run``
+    from timelypy.flow.__main__ import main
+
+    sys.exit(main())

@@ -33,7 +33,7 @@ from timelypy.dataflow.channels import Exchange, Pact, Pipeline
 from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.notificator import EagerNotificator
 from timelypy.dataflow.stream import Stream
-from timelypy.errors import FlowError, StateKeyError
+from timelypy.errors import FlowError, StateKeyError, StepError
 from timelypy.flow.dataflow import Step
 from timelypy.flow.state import StepState
 
@@ -184,6 +184,14 @@ def route_by_key(item: tuple[str, Any]) -> int:
     return crc32(item[0].encode("utf-8", "surrogatepass"))
 
 
+def step_error(step_id: str, worker: int, epoch: Any, what: str, exc: BaseException) -> StepError:
+    """The :class:`StepError` for ``exc`` raised by the user's ``what`` in ``step_id``."""
+    return StepError(
+        f"step {step_id!r} on worker {worker}, epoch {epoch}: {what} raised "
+        f"{type(exc).__name__}: {exc}"
+    )
+
+
 def stateless_chain(
     stream: Stream[Any], name: str, steps: list[tuple[Step, BatchFn]]
 ) -> Stream[Any]:
@@ -191,6 +199,8 @@ def stateless_chain(
     chain = list(steps)
 
     def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
+        worker = info.worker_index
+
         def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
             for cap, items in inp:
                 epoch = cap.time
@@ -203,6 +213,9 @@ def stateless_chain(
                 except Exception as exc:
                     step = current
                     if step is not None and not isinstance(exc, StateKeyError):
+                        if step.form == "graph":
+                            what = getattr(step.options, "what", "your function")
+                            raise step_error(step.step_id, worker, epoch, what, exc) from exc
                         _noted(
                             exc,
                             step.step_id,
