@@ -2,7 +2,7 @@
 
     python -m timelypy.launch -n 2 -w 2 SCRIPT [ARGS...]
 
-starts ``-n`` processes of ``SCRIPT -n N -p I -w W -h HOSTFILE ARGS...``
+starts ``-n`` processes of ``SCRIPT --processes N --process I --workers W --hostfile FILE ARGS...``
 (the script reads them with :func:`timelypy.execute_from_args`), with
 
 * a fresh shared secret for this run in ``TIMELYPY_SECRET`` (unless
@@ -79,7 +79,8 @@ usage: python -m timelypy.launch [-n PROCESSES] [-w WORKERS] [-h HOSTFILE]
                                  [--serializer msgpack|pickle] (SCRIPT | -m MODULE) [ARGS...]
 
 Start a timelypy computation as several processes on this machine: each runs
-SCRIPT -n N -p I -w W -h HOSTFILE [--serializer NAME] ARGS... (or python -m MODULE ...)
+SCRIPT --processes N --process I --workers W --hostfile FILE [--serializer NAME] ARGS...
+(or python -m MODULE ...)
 
   -n, --processes N     number of processes (default 2)
   -w, --workers N       worker threads per process (default 1)
@@ -194,8 +195,8 @@ def _run(options: LaunchOptions, hostfile: str, env: dict[str, str]) -> int:
         # option parsing, and flags after it would be taken for free arguments.
         command = [
             sys.executable, *(["-m"] if options.module else []), options.script,
-            "-n", str(options.processes), "-p", str(index), "-w", str(options.workers),
-            "-h", hostfile, *extra, *options.args,
+            "--processes", str(options.processes), "--process", str(index),
+            "--workers", str(options.workers), "--hostfile", hostfile, *extra, *options.args,
         ]
         child = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,

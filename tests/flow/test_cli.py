@@ -70,9 +70,11 @@ def test_cli_usage_errors(tmp_path):
     result = cli(tmp_path, "counting:missing")
     assert result.returncode == 2 and "has no attribute 'missing'" in result.stderr
     result = cli(tmp_path, "counting:flow", "--bogus")
-    assert result.returncode == 2 and "unknown option '--bogus'" in result.stderr
-    result = cli(tmp_path, "--help")
-    assert result.returncode == 0 and "usage: python -m timelypy.flow" in result.stdout
+    assert result.returncode == 2 and "unrecognized arguments: --bogus" in result.stderr
+    for help_flag in ("--help", "-h"):
+        result = cli(tmp_path, help_flag)
+        assert result.returncode == 0 and "usage: python -m timelypy.flow" in result.stdout
+        assert "TIMELYPY_WORKERS_PER_PROCESS" in result.stdout
 
 
 RECOVERING_FLOW = """
@@ -142,6 +144,87 @@ def test_cli_recovery_usage_errors(tmp_path):
     result = cli(tmp_path, "counting:flow", "--commit-interval", "1")
     assert result.returncode == 2 and "--commit-interval needs -r DIR" in result.stderr
     result = cli(tmp_path, "counting:flow", "-r")
-    assert result.returncode == 2 and "-r needs a value" in result.stderr
+    assert result.returncode == 2 and "-r/--recovery-directory" in result.stderr
+    assert "expected one argument" in result.stderr
     result = cli(tmp_path, "counting:flow", "-r", str(tmp_path / "s"), "--commit-interval", "x")
-    assert result.returncode == 2 and "--commit-interval takes seconds" in result.stderr
+    assert result.returncode == 2 and "--commit-interval: invalid float value" in result.stderr
+
+
+GRAPH_FLOW = """
+import timelypy.flow.operators as op
+from timelypy.flow.connectors.stdio import StdOutSink
+from timelypy.flow.dataflow import Dataflow
+from timelypy.flow.testing import TestingSource
+
+
+def make(words, repeat=1):
+    flow = Dataflow("cli")
+    lines = op.input("lines", flow, TestingSource(words.split() * repeat, 3))
+    counts = op.count_final("count", lines, lambda word: word)
+    op.output("out", op.map("fmt", counts, lambda kv: f"{kv[0]}={kv[1]}"), StdOutSink())
+    return flow
+
+
+def broken():
+    flow = Dataflow("broken")
+    lines = op.input("lines", flow, TestingSource([1, 0]))
+    op.output("out", op.map("invert", lines, lambda x: 1 / x), StdOutSink())
+    return flow
+"""
+
+
+def graph_cli(tmp_path, *args, env=None):
+    (tmp_path / "graphflow.py").write_text(GRAPH_FLOW)
+    return subprocess.run(
+        [sys.executable, "-m", "timelypy.flow", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_cli_runs_a_graph_flow_from_a_factory_call_on_threads_and_processes(tmp_path):
+    want = Counter({"a=4": 1, "b=2": 1})
+    result = graph_cli(tmp_path, "graphflow:make('a b a', repeat=2)", "-w", "2")
+    assert result.returncode == 0, result.stderr
+    assert counts(result.stdout) == want
+    # the worker count from the environment, a file path, and two processes
+    result = graph_cli(
+        tmp_path, "graphflow.py:make('a b a', 2)", "--processes", "2",
+        env={"TIMELYPY_WORKERS_PER_PROCESS": "2"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert counts(result.stdout) == want
+
+
+def test_cli_processes_started_by_hand_with_bytewax_flags(tmp_path):
+    from timelypy.communication.config import free_ports
+
+    (tmp_path / "graphflow.py").write_text(GRAPH_FLOW)
+    addresses = ";".join(f"127.0.0.1:{port}" for port in free_ports(2))
+    env = {**os.environ, "TIMELYPY_SECRET": "x7Kp2mQv9LzR4tWb8NcY3hJd6FgA5sUe"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "timelypy.flow", "graphflow:make('x y x')",
+             "-i", str(i), "-a", addresses, "-w", "1"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        for i in range(2)
+    ]
+    outs = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in outs]
+    assert counts("".join(out for out, _ in outs)) == Counter({"x=2": 1, "y=1": 1})
+
+
+def test_cli_prints_one_line_for_a_failure_and_the_traceback_on_request(tmp_path):
+    result = graph_cli(tmp_path, "graphflow:broken")
+    assert result.returncode == 1
+    assert "StepError: step 'broken.invert' on worker 0" in result.stderr
+    assert "caused by ZeroDivisionError" in result.stderr
+    assert "Traceback" not in result.stderr
+    result = graph_cli(tmp_path, "graphflow:broken", "--traceback")
+    assert result.returncode == 1 and "Traceback" in result.stderr
+    result = graph_cli(tmp_path, "graphflow:make(words)")
+    assert result.returncode == 2 and "must be literals" in result.stderr

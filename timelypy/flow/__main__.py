@@ -1,72 +1,189 @@
-"""Run a flow from the command line: ``python -m timelypy.flow module:flow [OPTIONS]``.
+"""Run a flow from the command line: ``python -m timelypy.flow IMPORT_STR [OPTIONS]``.
 
-``module:flow`` names a :class:`~timelypy.flow.Dataflow` (or a function
-of no arguments returning one) by import string, as ``module.attr``
-(``module`` alone means ``module:flow``).  The flow must start with an
-``input`` step; captures without an output config print their items on
-standard output.  The options are Timely's:
+``IMPORT_STR`` names a :class:`~timelypy.flow.Dataflow`: ``module``,
+``module:attr``, ``path/to/file.py:attr``, or a call of a factory with
+literal arguments, ``module:make_flow(2, name="x")`` (``attr`` defaults to
+``flow``; a function of no arguments is called).  The options are
+bytewax's, each with a ``TIMELYPY_*`` environment default, and Timely's
+process options as long options:
 
-* ``-w W`` -- worker threads per process;
-* ``-n N -p P -h HOSTS`` -- process ``P`` of ``N``, with a host file of
-  ``host:port`` lines (the cluster's shared secret comes from
-  ``TIMELYPY_SECRET`` or ``TIMELYPY_SECRET_FILE``);
-* ``-n N`` without ``-p`` -- start all ``N`` processes here, through
-  ``python -m timelypy.launch`` (fresh local ports and secret);
-* ``-r DIR`` (``--recovery``) -- run as an execution against the recovery
-  store in ``DIR`` (created on first use; every process must reach it),
-  resuming from its resume epoch; ``--commit-interval S`` sets how often
-  each worker commits its snapshots (default 0.05 s);
-* ``--progress`` -- a live progress line on standard error (the output
-  frontier, the inputs' frontier, epochs and records per second), drawn
-  only when standard error is a terminal (:mod:`timelypy.live`).
+* ``-w/--workers-per-process`` -- worker threads per process;
+* ``-i/--process-id`` with ``-a/--addresses "host:port;host:port"`` (or
+  ``--hostfile``) -- this process of a cluster (the shared secret comes
+  from ``TIMELYPY_SECRET`` or ``TIMELYPY_SECRET_FILE``);
+* ``--processes N`` without ``-i`` -- start all ``N`` processes here
+  (through :mod:`timelypy.launch`, with fresh local ports and secret);
+* ``-r/--recovery-directory DIR`` -- run as an execution of the recovery
+  store in ``DIR``; ``-s/--snapshot-interval`` is the epoch length of the
+  stream graph's sources in seconds (snapshots are taken as epochs close);
+  ``-b/--backup-interval`` is accepted for bytewax's sake;
+* ``--progress`` -- a live progress line on standard error (a terminal).
 
-Exit status: 0 when the flow completed, 1 when it failed (the error is
-printed), 2 for a usage error.
+An epoch chain's ``capture()`` without an output config prints its items.
+Exit status: 0 when the flow completed, 1 when it failed (one line on
+standard error; ``--traceback`` or ``TIMELYPY_TRACEBACK=1`` for the whole
+traceback), 2 for a usage error, 130 when interrupted.
 """
 
 from __future__ import annotations
 
+import argparse
+import ast
+import datetime
 import importlib
+import importlib.util
+import os
 import subprocess
 import sys
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-from timelypy.communication.config import parse_arguments
+from timelypy.communication.config import Config, parse_hostfile
 from timelypy.errors import ConfigError, FlowError, RecoveryError
 from timelypy.execute import execute
 from timelypy.flow.dataflow import Dataflow
-from timelypy.flow.driver import FlowWorker, flow_program
+from timelypy.flow.driver import EPOCH_INTERVAL, FlowWorker, flow_program
 from timelypy.flow.outputs import print_batch
+from timelypy.flow.recovery import RecoveryConfig
+from timelypy.flow.sources import AbortExecution
 from timelypy.live import ProgressLine, show_progress
-from timelypy.recovery import RecoveryConfig
 
-__all__ = ["main", "load_flow", "USAGE"]
+__all__ = ["main", "load_flow", "parser"]
 
-#: What ``--help`` prints.
-USAGE = """\
-usage: python -m timelypy.flow MODULE[:ATTR] [-w WORKERS] [-n PROCESSES [-p INDEX -h HOSTFILE]]
-                             [-r RECOVERY_DIR [--commit-interval SECONDS]] [--progress]
+#: The environment variables that give the options' defaults, by option.
+ENVIRONMENT = {
+    "workers_per_process": "TIMELYPY_WORKERS_PER_PROCESS",
+    "process_id": "TIMELYPY_PROCESS_ID",
+    "addresses": "TIMELYPY_ADDRESSES",
+    "hostfile": "TIMELYPY_HOSTFILE",
+    "processes": "TIMELYPY_PROCESSES",
+    "recovery_directory": "TIMELYPY_RECOVERY_DIRECTORY",
+    "snapshot_interval": "TIMELYPY_SNAPSHOT_INTERVAL",
+    "backup_interval": "TIMELYPY_BACKUP_INTERVAL",
+    "commit_interval": "TIMELYPY_COMMIT_INTERVAL",
+}
 
-Run the timelypy.flow Dataflow MODULE.ATTR (default ATTR: flow; a function of no
-arguments returning a Dataflow works too). Its first step must be an input
-step; captures without an output config print their items.
 
-  -w, --workers N       worker threads per process (default 1)
-  -n, --processes N     number of processes (default 1); without -p, all N are
-                        started here
-  -p, --process I       this process's index (0 to N-1)
-  -h, --hostfile FILE   host:port lines, one per process
-  -r, --recovery DIR    recover from (and snapshot to) the recovery store in DIR:
-                        a rerun resumes from the last execution's resume epoch
-  --commit-interval S   seconds between a worker's snapshot commits (default 0.05)
-  --progress            a live progress line on standard error, when it is a terminal
-  --help                show this message
-"""
+def _env(name: str) -> str | None:
+    value = os.environ.get(ENVIRONMENT[name])
+    return value if value else None
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser (``--help`` prints its usage)."""
+    p = argparse.ArgumentParser(
+        prog="python -m timelypy.flow",
+        description="Run a timelypy.flow Dataflow, named by an import string.",
+        epilog="Every option also reads its default from the environment: "
+        + ", ".join(f"{flag} {var}" for flag, var in ENVIRONMENT.items()),
+    )
+    p.add_argument("import_str", help="module[:attr] or file.py[:attr]; attr may be a call")
+    p.add_argument(
+        "-w",
+        "--workers-per-process",
+        "--workers",
+        type=int,
+        metavar="N",
+        default=_env("workers_per_process"),
+        help="worker threads per process (default 1)",
+    )
+    p.add_argument(
+        "-i",
+        "--process-id",
+        "--process",
+        type=int,
+        metavar="I",
+        default=_env("process_id"),
+        help="this process's index in a cluster started by hand",
+    )
+    p.add_argument(
+        "-a",
+        "--addresses",
+        metavar="H:P;H:P",
+        default=_env("addresses"),
+        help="every process's host:port, separated by ';'",
+    )
+    p.add_argument(
+        "--hostfile",
+        metavar="FILE",
+        default=_env("hostfile"),
+        help="host:port lines, one per process",
+    )
+    p.add_argument(
+        "-n",
+        "--processes",
+        type=int,
+        metavar="N",
+        default=_env("processes"),
+        help="processes: without -i, start them all on this machine",
+    )
+    p.add_argument(
+        "-r",
+        "--recovery-directory",
+        "--recovery",
+        metavar="DIR",
+        default=_env("recovery_directory"),
+        help="the recovery store: snapshot to it, resume from it",
+    )
+    p.add_argument(
+        "-s",
+        "--snapshot-interval",
+        type=float,
+        metavar="SECONDS",
+        default=_env("snapshot_interval"),
+        help=f"seconds an epoch of the sources lasts (default {EPOCH_INTERVAL:g})",
+    )
+    p.add_argument(
+        "-b",
+        "--backup-interval",
+        type=float,
+        metavar="SECONDS",
+        default=_env("backup_interval"),
+        help="accepted for bytewax programs; the store keeps what a resume needs",
+    )
+    p.add_argument(
+        "--commit-interval",
+        type=float,
+        metavar="SECONDS",
+        default=_env("commit_interval"),
+        help="seconds between a worker's snapshot commits (default 0.05)",
+    )
+    p.add_argument("--progress", action="store_true", help="a live progress line on stderr")
+    p.add_argument(
+        "--traceback",
+        action="store_true",
+        default=bool(os.environ.get("TIMELYPY_TRACEBACK")),
+        help="print the whole traceback of a failure (TIMELYPY_TRACEBACK=1)",
+    )
+    return p
+
+
+def _split_call(attr: str) -> tuple[str, tuple[Any, ...], dict[str, Any]] | None:
+    """``name(literal args)`` as ``(name, args, kwargs)``; ``None`` for a plain name."""
+    try:
+        tree = ast.parse(attr, mode="eval").body
+    except SyntaxError:
+        raise FlowError(
+            f"cannot read {attr!r}: write a name or a call, e.g. make_flow(2)"
+        ) from None
+    if isinstance(tree, ast.Name):
+        return None
+    if not isinstance(tree, ast.Call) or not isinstance(tree.func, ast.Name):
+        raise FlowError(f"{attr!r} must be a name or a call of a name with literal arguments")
+    try:
+        args = tuple(ast.literal_eval(arg) for arg in tree.args)
+        kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in tree.keywords if kw.arg}
+    except ValueError:
+        raise FlowError(
+            f"the arguments of {attr!r} must be literals (numbers, strings...)"
+        ) from None
+    return tree.func.id, args, kwargs
 
 
 def load_flow(target: str) -> Dataflow:
-    """Import ``module:attr`` and return the :class:`Dataflow` it names.
+    """Import ``module:attr`` (or ``file.py:attr``, or ``module:factory(args)``); its Dataflow.
 
     >>> load_flow("no_such_module_here:flow")
     Traceback (most recent call last):
@@ -80,128 +197,170 @@ def load_flow(target: str) -> Dataflow:
     if "" not in sys.path:
         sys.path.insert(0, "")  # the current directory, as `python -m` has it
     try:
-        module = importlib.import_module(module_name)
+        if module_name.endswith(".py"):
+            path = Path(module_name).resolve()
+            sys.path.insert(0, str(path.parent))
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            if spec is None or spec.loader is None or not path.exists():
+                raise ImportError(f"no file {str(path)!r}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[path.stem] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
     except ImportError as exc:
         raise FlowError(f"cannot import {module_name!r} (from {target!r}): {exc}") from exc
+    call = _split_call(attr)
+    name = attr if call is None else call[0]
     try:
-        value = getattr(module, attr)
+        value = getattr(module, name)
     except AttributeError:
-        raise FlowError(f"module {module_name!r} has no attribute {attr!r}") from None
-    if callable(value) and not isinstance(value, Dataflow):
+        raise FlowError(f"module {module_name!r} has no attribute {name!r}") from None
+    if call is not None:
+        value = value(*call[1], **call[2])
+    elif callable(value) and not isinstance(value, Dataflow):
         value = value()
     if not isinstance(value, Dataflow):
         raise FlowError(f"{target!r} is {value!r}, not a timelypy.flow.Dataflow")
     return value
 
 
+def _config(args: argparse.Namespace) -> Config:
+    workers = args.workers_per_process or 1
+    if args.process_id is None:
+        if args.addresses or args.hostfile:
+            raise ConfigError("-a/--addresses and --hostfile need -i/--process-id")
+        return Config.process(workers)
+    if args.addresses:
+        addresses = [a.strip() for a in args.addresses.split(";") if a.strip()]
+    elif args.hostfile:
+        addresses = (
+            list(parse_hostfile(args.hostfile, args.processes or 0))
+            if args.processes
+            else [
+                line.strip()
+                for line in Path(args.hostfile).read_text().splitlines()
+                if line.strip()
+            ]
+        )
+    else:
+        raise ConfigError("-i/--process-id needs -a/--addresses or --hostfile")
+    if len(addresses) == 1:
+        if args.process_id != 0:
+            raise ConfigError(f"process id {args.process_id} is out of range for one address")
+        return Config.process(workers)
+    return Config.cluster(workers, len(addresses), args.process_id, addresses)
+
+
+def _recovery(args: argparse.Namespace) -> RecoveryConfig | None:
+    if args.recovery_directory is None:
+        if args.commit_interval is not None:
+            raise ConfigError("--commit-interval needs -r DIR (a recovery store)")
+        return None
+    backup = (
+        None if args.backup_interval is None else datetime.timedelta(seconds=args.backup_interval)
+    )
+    if args.commit_interval is None:
+        return RecoveryConfig(args.recovery_directory, backup)
+    return RecoveryConfig(args.recovery_directory, backup, commit_interval=args.commit_interval)
+
+
+def _launch(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Start every process of ``--processes N`` here, through the launcher."""
+    rest = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in ("-n", "--processes", "-w", "--workers-per-process", "--workers", "--progress"):
+            skip = "=" not in arg and name != "--progress"
+            continue
+        rest.append(arg)
+    command = [
+        sys.executable,
+        "-m",
+        "timelypy.launch",
+        "-n",
+        str(args.processes),
+        "-w",
+        str(args.workers_per_process or 1),
+        "-m",
+        "timelypy.flow",
+        *rest,
+    ]  # --progress is left out: the launcher's children write to pipes
+    return subprocess.call(command)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    progress = "--progress" in args
-    args = [arg for arg in args if arg != "--progress"]
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args, recovery_args = _recovery_arguments(args)
-        recovery = _recovery_config(recovery_args)
-        given = parse_arguments(args, usage=USAGE)
-        if given.help:
-            print(USAGE)
-            return 0
-        if len(given.free) != 1:
-            raise ConfigError(f"give exactly one MODULE:ATTR, got {list(given.free)}\n{USAGE}")
-        (target,) = given.free
-        processes = 1 if given.processes is None else given.processes
-        if processes > 1 and given.process_index is None:
-            if given.hostfile is not None:
-                raise ConfigError("-h without -p: give every process its -p, or leave out -h")
-            command = [
-                sys.executable,
-                "-m",
-                "timelypy.launch",
-                "-n",
-                str(processes),
-                "-w",
-                str(given.workers or 1),
-                "-m",
-                "timelypy.flow",
-                target,
-                *recovery_args,
-            ]  # --progress is left out: the launcher's children write to pipes
-            return subprocess.call(command)
-        config = given.config()
-        flow = load_flow(target)
-    except (ConfigError, FlowError, RecoveryError) as exc:
+        args = parser().parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    try:
+        if args.processes and args.processes > 1 and args.process_id is None:
+            if args.addresses or args.hostfile:
+                raise ConfigError("--processes with addresses needs -i/--process-id")
+            return _launch(args, argv)
+        config = _config(args)
+        recovery = _recovery(args)
+        interval = EPOCH_INTERVAL if args.snapshot_interval is None else args.snapshot_interval
+        if interval < 0:
+            raise ConfigError(f"-s/--snapshot-interval must be >= 0, got {interval}")
+        flow = load_flow(args.import_str)
+    except (ConfigError, FlowError, RecoveryError, OSError) as exc:
         print(f"timelypy.flow: {exc}", file=sys.stderr)
         return 2
-    source = flow.input_config
-    if source is None:
+    if flow.has_chain and flow.input_config is None:
         print(
-            f"timelypy.flow: {target!r} has no input step: start the flow with "
-            "flow.input(step_id, input_config) to run it from the command line",
+            f"timelypy.flow: {args.import_str!r} has no input step: start the flow with "
+            "flow.input(step_id, input_config) or op.input to run it from the command line",
             file=sys.stderr,
         )
         return 2
     lines: list[ProgressLine] = []
 
     def show(runner: FlowWorker) -> None:
-        lines.append(show_progress(runner.worker, runner.probe, name=target))
+        lines.append(show_progress(runner.worker, runner.probe, name=args.import_str))
 
     try:
         execute(
             config,
             flow_program(
-                flow, source, print_batch, collect_on=None, recovery_config=recovery,
-                on_built=show if progress else None,
+                flow,
+                flow.input_config if flow.has_chain else None,
+                print_batch,
+                collect_on=None,
+                recovery_config=recovery,
+                epoch_interval=interval,
+                on_built=show if args.progress else None,
             ),
         )
         for line in lines[:1]:
             line.finish()
     except KeyboardInterrupt:
         return 130
-    except Exception:
-        traceback.print_exc()
+    except AbortExecution:
+        return 0
+    except Exception as exc:
+        if args.traceback:
+            traceback.print_exc()
+        else:
+            print(
+                f"timelypy.flow: {args.import_str} failed: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )
+            cause = exc.__cause__
+            if cause is not None:
+                print(f"  caused by {type(cause).__name__}: {cause}", file=sys.stderr)
+            print(
+                "  (--traceback or TIMELYPY_TRACEBACK=1 for the whole traceback)", file=sys.stderr
+            )
         return 1
     return 0
-
-
-def _recovery_arguments(args: list[str]) -> tuple[list[str], list[str]]:
-    """Split ``args`` into the Timely options and the recovery options (with their values)."""
-    rest: list[str] = []
-    recovery: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        name, eq, value = arg.partition("=")
-        if name in ("-r", "--recovery", "--commit-interval"):
-            if eq:
-                recovery += [name, value]
-                i += 1
-                continue
-            if i + 1 >= len(args):
-                raise ConfigError(f"{name} needs a value\n{USAGE}")
-            recovery += [name, args[i + 1]]
-            i += 2
-            continue
-        rest.append(arg)
-        i += 1
-    return rest, recovery
-
-
-def _recovery_config(recovery_args: list[str]) -> RecoveryConfig | None:
-    """The :class:`RecoveryConfig` the recovery options ask for, if any."""
-    options = dict(zip(recovery_args[::2], recovery_args[1::2], strict=True))
-    directory = options.get("-r", options.get("--recovery"))
-    interval = options.get("--commit-interval")
-    if directory is None:
-        if interval is not None:
-            raise ConfigError("--commit-interval needs -r DIR (a recovery store)")
-        return None
-    if interval is None:
-        return RecoveryConfig(directory)
-    try:
-        seconds = float(interval)
-    except ValueError:
-        raise ConfigError(f"--commit-interval takes seconds, got {interval!r}") from None
-    return RecoveryConfig(directory, commit_interval=seconds)
 
 
 if __name__ == "__main__":
