@@ -24,7 +24,7 @@ the clock (``epoch_length``), never from a count per worker
 
 from timelypy_spark.cluster import check_slots
 from timelypy_spark.driver import SparkJobError, execute
-from timelypy_spark.flow import iter_flow, run_flow
+from timelypy_spark.flow import SparkInput, iter_flow, run_flow
 from timelypy_spark.io import run
 from timelypy_spark.session import session
 from timelypy_spark.ship import ship_package
@@ -34,6 +34,7 @@ __all__ = [
     "execute",
     "run",
     "run_flow",
+    "SparkInput",
     "iter_flow",
     "stream_flow",
     "StreamingInput",

@@ -55,6 +55,7 @@ from timelypy.flow import inputs as flow_inputs
 from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.driver import FlowWorker, flow_program
 from timelypy.flow.inputs import InputConfig, ManualInputConfig, epochs_from_pairs
+from timelypy.flow.sources import DynamicSource, StatelessSourcePartition
 from timelypy.recovery import AttachedExecution, RecoveryConfig
 from timelypy_spark.arrow import BatchReader, BatchWriter, infer_schema
 from timelypy_spark.cluster import default_workers, spark_context
@@ -76,7 +77,7 @@ from timelypy_spark.io import (
 from timelypy_spark.recovery import RemoteStore, StoreService
 from timelypy_spark.task import EmitRecords, StreamProgram, TaskContext
 
-__all__ = ["run_flow", "iter_flow", "flow_rows", "frame_schema"]
+__all__ = ["run_flow", "iter_flow", "flow_rows", "frame_schema", "SparkInput"]
 
 #: Seconds between a task's checks of its flow's frontier, for :func:`iter_flow`.
 FRONTIER_SECONDS = 0.01
@@ -386,6 +387,38 @@ def _flow_input(
     the DataFrame (its output schema still to be set) instead of the RDD.
     """
     own = flow.input_config
+    fed = _spark_inputs(flow)
+    if not flow.has_chain and source is None:
+        if fed:
+            raise FlowError(
+                f"input step {fed[0]!r} reads a SparkInput: pass run_flow the RDD or "
+                "DataFrame that feeds it (source=...)"
+            )
+        if epoch_of is not None or epoch_length is not None or presorted:
+            raise ConfigError(
+                "epoch_of, epoch_length and presorted apply to RDD and DataFrame records; a "
+                "stream-graph source's items get the epochs of its epoch_interval"
+            )
+        workers = check_workers(default_workers(sc, workers))
+        return sc.parallelize([], workers), _config_program(flow, None, recovery_config, deliver)
+    spark_input = None
+    if not flow.has_chain:
+        if isinstance(source, InputConfig):
+            raise FlowError(
+                "an input config feeds an epoch chain; this flow's inputs are op.input steps: "
+                "give one of them a SparkInput() to read an RDD or DataFrame"
+            )
+        if len(fed) != 1:
+            raise FlowError(
+                "an RDD or DataFrame source feeds the flow's one op.input step whose source is "
+                f"SparkInput(); this flow has {len(fed)} ({fed})"
+            )
+        spark_input = fed[0]
+    elif fed:
+        raise FlowError(
+            f"input step {fed[0]!r} reads a SparkInput, but the flow's chain takes run_flow's "
+            "source: run one or the other"
+        )
     if source is None or isinstance(source, InputConfig):
         if source is None and own is None:
             raise FlowError(
@@ -416,11 +449,13 @@ def _flow_input(
         if arrow and is_frame(source):
             frame, partitions = as_frame(source, workers)
             reader: Reader | None = BatchReader(frame.schema, row_type)
-            program = _records_program(flow, epochs, reader, recovery_config, deliver)
+            program = _records_program(
+                flow, epochs, reader, recovery_config, deliver, spark_input
+            )
             return BarrierStage(frame, partitions), program
         reader = row_reader(source, row_type)
         rdd = as_rdd(source, workers, "run_flow()")
-        program = _records_program(flow, epochs, reader, recovery_config, deliver)
+        program = _records_program(flow, epochs, reader, recovery_config, deliver, spark_input)
     return rdd, program
 
 
@@ -471,11 +506,12 @@ def flow_rows(pairs: Iterable[tuple[int, Any]], epoch_column: str | None) -> Ite
 def _run_task(
     worker: Any,
     flow: Dataflow,
-    config: InputConfig,
+    config: InputConfig | None,
     emit: EmitRecords,
     task: TaskContext,
     recovery_config: RecoveryConfig | None,
     deliver: bool = False,
+    sources: dict[str, Any] | None = None,
 ) -> None:
     """Run the flow on this task's worker, its captured items emitted as ``(epoch, item)``.
 
@@ -525,11 +561,12 @@ def _run_task(
         cancelled=task.cancelled,
         recovery_config=attached,
         on_built=report_frontier if deliver else None,
+        sources=sources,
     )(worker)
 
 
 def _config_program(
-    flow: Dataflow, config: InputConfig, recovery_config: RecoveryConfig | None,
+    flow: Dataflow, config: InputConfig | None, recovery_config: RecoveryConfig | None,
     deliver: bool = False,
 ) -> StreamProgram:
     """Each task a worker of the flow, reading ``config`` (primaries agreed among the tasks)."""
@@ -548,8 +585,13 @@ def _records_program(
     reader: Reader | None,
     recovery_config: RecoveryConfig | None,
     deliver: bool = False,
+    spark_input: str | None = None,
 ) -> StreamProgram:
-    """Each task a worker of the flow, reading its own partition at the records' epochs."""
+    """Each task a worker of the flow, reading its own partition at the records' epochs.
+
+    The partition feeds the flow's chain, or the input step ``spark_input``
+    of a stream graph.
+    """
 
     def program(
         worker: Any, partition: Iterator[Any], emit: EmitRecords, task: TaskContext
@@ -564,12 +606,45 @@ def _records_program(
             where = f"the partition of worker {worker_index}"
             return epochs_from_pairs(epochs.pairs(records, where), resume_epoch)
 
-        _run_task(
-            worker, flow, ManualInputConfig(input_builder), emit, task, recovery_config,
-            deliver,
-        )
+        config = ManualInputConfig(input_builder)
+        if spark_input is None:
+            _run_task(worker, flow, config, emit, task, recovery_config, deliver)
+        else:
+            _run_task(
+                worker, flow, None, emit, task, recovery_config, deliver, {spark_input: config}
+            )
 
     return program
+
+
+class SparkInput(DynamicSource[Any]):
+    """The source of an ``op.input`` step that ``run_flow``'s RDD or DataFrame feeds.
+
+    Each Spark task's partition is read by its worker, at the epochs
+    ``run_flow``'s ``epoch_of``/``epoch_length`` give (as for an epoch chain).
+
+    >>> # flow = Dataflow("f"); lines = op.input("lines", flow, SparkInput())
+    >>> # ...; op.output("out", counts, CaptureSink())
+    >>> # run_flow(spark, flow, rdd, workers=2).collect()
+    """
+
+    def build(
+        self, step_id: str, worker_index: int, worker_count: int
+    ) -> StatelessSourcePartition[Any]:
+        """Refused: only ``timelypy_spark.run_flow`` and ``iter_flow`` feed a SparkInput."""
+        raise FlowError(
+            f"input step {step_id!r} reads a SparkInput, which only timelypy_spark.run_flow "
+            "and iter_flow feed (with an RDD or DataFrame)"
+        )
+
+
+def _spark_inputs(flow: Dataflow) -> list[str]:
+    """The step IDs of the flow's input steps whose source is a :class:`SparkInput`."""
+    return [
+        step.step_id
+        for step in flow.steps
+        if step.form == "graph" and step.operator == "input" and isinstance(step.config, SparkInput)
+    ]
 
 
 def _one_epoch(records: Iterator[Any], resume_epoch: int) -> Iterator[Any]:
