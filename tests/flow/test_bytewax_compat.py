@@ -169,6 +169,49 @@ PROGRAMS = {
         for x in sorted(map(repr, written)):
             print(x)
     """,
+    "windows": """
+        import random
+        from datetime import datetime, timedelta, timezone
+        import bytewax.operators as op
+        from bytewax.dataflow import Dataflow
+        from bytewax.operators import windowing as w
+        from bytewax.testing import TestingSink, TestingSource, run_main
+
+        ALIGN = datetime(2024, 1, 1, tzinfo=timezone.utc)
+        rng = random.Random(SEED)
+        t = 0
+        events = []
+        for i in range(120):
+            t += rng.choice([0, 1, 2, 5, 30]) - (rng.random() < 0.2) * rng.randint(0, 40)
+            events.append((rng.choice("abc"), (ALIGN + timedelta(seconds=max(t, 0)), i)))
+        windowers = {
+            "tumbling": w.TumblingWindower(timedelta(seconds=10), ALIGN),
+            "sliding": w.SlidingWindower(timedelta(seconds=10), timedelta(seconds=4), ALIGN),
+            "session": w.SessionWindower(timedelta(seconds=6)),
+        }
+        for name, windower in windowers.items():
+            for ordered in (True, False):
+                flow = Dataflow("f")
+                s = op.input("inp", flow, TestingSource(events, batch_size=BATCH))
+                clock = w.EventClock(lambda v: v[0], timedelta(seconds=WAIT), now_getter=lambda: ALIGN)
+                outs = {
+                    "fold": w.fold_window("fold", s, clock, windower, list, lambda a, v: a + [v[1]], lambda a, b: a + b, ordered=ordered),
+                    "collect": w.collect_window("collect", s, clock, windower, ordered=ordered),
+                    "count": w.count_window("count", op.key_rm("rm", s), clock, windower, lambda v: str(v[1] % 2)),
+                    "max": w.max_window("max", op.map_value("n", s, lambda v: v), clock, windower, by=lambda v: v[1]),
+                    "reduce": w.reduce_window("reduce", op.map_value("n2", s, lambda v: (v[0], [v[1]])), clock, windower, lambda a, b: (max(a[0], b[0]), a[1] + b[1])),
+                }
+                sink = []
+                for kind, out in outs.items():
+                    for stream_name in ("down", "late", "meta"):
+                        labelled = op.map(f"{kind}_{stream_name}", getattr(out, stream_name), lambda kv, k=kind, n=stream_name: (k, n, kv))
+                        op.output(f"o_{kind}_{stream_name}", labelled, TestingSink(sink))
+                run_main(flow)
+                for kind, stream_name, (key, (window_id, obj)) in sink:
+                    if stream_name == "meta":
+                        obj = (obj.open_time.isoformat(), obj.close_time.isoformat(), sorted(obj.merged_ids))
+                    print(name, ordered, kind, stream_name, key, window_id, repr(obj))
+    """,
 }
 
 
@@ -181,9 +224,20 @@ def _run(program: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
+CASES = {name: program for name, program in PROGRAMS.items() if name != "windows"}
+# the windowing program on random streams: seed, batch size, the event clock's wait
+for seed, batch, wait in [(1, 1, 0), (2, 3, 5), (3, 7, 20), (4, 1, 12), (5, 50, 3)]:
+    CASES[f"windows_{seed}"] = (
+        PROGRAMS["windows"]
+        .replace("SEED", str(seed))
+        .replace("BATCH", str(batch))
+        .replace("WAIT", str(wait))
+    )
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_a_bytewax_program_renamed_gives_bytewax_output(name):
-    program = PROGRAMS[name]
+    program = CASES[name]
     theirs = _run(program)
     assert theirs.returncode == 0, theirs.stderr
     ours = _run(program.replace("bytewax", "timelypy.flow"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import threading
+import time
 from collections import Counter
 from operator import add
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 import timelypy.flow.operators as op
+import timelypy.flow.sources as op_sources
 from timelypy.errors import FlowError, StateKeyError, StepError
 from timelypy.flow import run
 from timelypy.flow.dataflow import Dataflow, Stream, operator
@@ -525,3 +527,64 @@ def test_a_flow_can_be_run_again_and_by_several_threads():
     for t in threads:
         t.join(30)
     assert sorted(out) == [1, 1, 1, 2, 2, 2]
+
+
+class _Ticks(op_sources.SimplePollingSource[int]):
+    def __init__(self) -> None:
+        super().__init__(datetime.timedelta(milliseconds=10))
+        self.n = 0
+
+    def next_item(self) -> int | None:
+        self.n += 1
+        if self.n == 3:
+            raise op_sources.SimplePollingSource.Retry(datetime.timedelta(milliseconds=1))
+        if self.n == 5:
+            return None
+        if self.n > 7:
+            raise StopIteration()
+        return self.n
+
+
+def test_simple_polling_source_polls_on_its_interval_and_retries():
+    flow = Dataflow("poll")
+    out: list[int] = []
+    op.output("out", op.input("ticks", flow, _Ticks()), TestingSink(out))
+    started = time.monotonic()
+    run_main(flow)
+    assert out == [1, 2, 4, 6, 7]
+    # 1 at once, 2 after 10 ms, a retry 1 ms later, then 10 ms apart: about 51 ms at least
+    assert time.monotonic() - started >= 0.04
+
+
+def test_polling_helpers_for_your_own_sources():
+    from timelypy.flow.testing import TimeTestingGetter, ffwd_iter, poll_next_batch
+
+    part = TestingSource([1, 2, 3], batch_size=2).build_part("s", "iterable", None)
+    assert poll_next_batch(part) == [1, 2]
+    assert part.snapshot() == 2
+    resumed = TestingSource([1, 2, 3], batch_size=2).build_part("s", "iterable", 2)
+    assert poll_next_batch(resumed) == [3]
+    it = iter(range(5))
+    ffwd_iter(it, 3)
+    assert next(it) == 3
+
+    class Quiet(StatelessSourcePartition[int]):
+        def next_batch(self) -> list[int]:
+            return []
+
+    with pytest.raises(TimeoutError):
+        poll_next_batch(Quiet(), timeout=datetime.timedelta(milliseconds=20))
+
+    clock = TimeTestingGetter(datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC))
+    fetched: list[str] = []
+
+    def getter(key: str) -> int:
+        fetched.append(key)
+        return len(fetched)
+
+    cache: op.TTLCache[str, int] = op.TTLCache(getter, clock.get, datetime.timedelta(seconds=5))
+    assert cache.get("a") == 1 and cache.get("a") == 1
+    clock.advance(datetime.timedelta(seconds=6))
+    assert cache.get("a") == 2
+    cache.remove("a")
+    assert cache.get("a") == 3

@@ -162,3 +162,16 @@ def test_each_snapshot_holds_the_state_as_of_the_end_of_its_epoch(tmp_path, monk
         last = min(7 * epoch + 6, 299)
         want = sum(i for i in range(last + 1) if f"k{i % 3}" == state_key)
         assert state == want, (state_key, epoch)
+
+
+def test_testing_source_eof_ends_an_execution_and_the_next_continues_after_it(tmp_path):
+    items = ["a", "b", TestingSource.EOF(), "c", TestingSource.EOF(), "d"]
+    config = RecoveryConfig(tmp_path / "db", partitions=1)
+    runs = []
+    for _ in range(4):
+        flow = Dataflow("eof")
+        out: list[str] = []
+        op.output("out", op.input("inp", flow, TestingSource(items)), TestingSink(out))
+        run_main(flow, epoch_interval=ZERO, recovery_config=config)
+        runs.append(out)
+    assert runs == [["a", "b"], ["c"], ["d"], []]

@@ -200,6 +200,14 @@ class GraphBuilder:
                 snapshot(step_id, epoch, states)
 
         result = keyed_operator(stream, step_id, logic, check, snapshots)
+        if len(step.outs) == 3:  # a window step: results, late values, metadata
+            from timelypy.flow._windows import split_events
+
+            for out, events in zip(
+                step.outs, split_events(result, f"{step_id}.split"), strict=True
+            ):
+                self.set_stream(out, events)
+            return
         self.set_stream(step.outs[0], result)
 
     def _branch(self, step: Step) -> None:
