@@ -24,8 +24,11 @@ from typing import Any
 import pytest
 
 import timelypy
+import timelypy.flow.operators as op
 from timelypy import Exchange, OperatorBuilder, Pipeline
 from timelypy.flow import AdvanceTo, Dataflow, Emit, ManualInputConfig
+from timelypy.flow.dataflow import operator
+from timelypy.flow.testing import TestingSink, TestingSource, run_main
 from timelypy.visualize import Graph, flow_graph, runtime_graph, to_dot, to_mermaid
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -468,6 +471,207 @@ def test_a_windowing_step_is_stateful_and_named_by_its_operator():
     assert (count.label, count.stateful) == ("count (count_window)", True)
 
 
+def test_a_chain_flow_draws_exactly_as_before_graph_flows_were_drawn():
+    # The text a chain flow was drawn as when every flow was a chain: graph flows
+    # changed nothing of it (no labels, no clusters, no edge into a chain that starts
+    # at the input ``run`` is given, a capture passing its items on).
+    flow = Dataflow("chained")
+    flow.map(str.upper, step_id="upper")
+    flow.capture(step_id="middle")
+    flow.reduce_epoch(add, step_id="count")
+    flow.capture()
+    graph = flow_graph(flow)
+    assert to_mermaid(graph) == "\n".join([
+        "flowchart TD",
+        '    step_0["upper (map)"]',
+        '    step_1[\\"middle (capture)"\\]',
+        '    step_2[("count (reduce_epoch)")]',
+        '    step_3[\\"capture (capture)"\\]',
+        "    step_0 --> step_1",
+        "    step_1 --> step_2",
+        "    step_2 --> step_3",
+    ])
+    assert to_dot(graph) == "\n".join([
+        'digraph "flow" {',
+        "    node [shape=box];",
+        '    step_0 [label="upper (map)", shape=box];',
+        '    step_1 [label="middle (capture)", shape=house];',
+        '    step_2 [label="count (reduce_epoch)", shape=cylinder];',
+        '    step_3 [label="capture (capture)", shape=house];',
+        "    step_0 -> step_1;",
+        "    step_1 -> step_2;",
+        "    step_2 -> step_3;",
+        "}",
+    ])
+    assert graph.clusters == ()
+    assert [(e.source_port, e.target_port, e.stream, e.label) for e in graph.edges] == [
+        (0, 0, "upper.down", None), (0, 0, "middle.down", None), (0, 0, "count.down", None)
+    ]
+
+
+def branch_and_join_flow(evens: list[Any], everything: list[Any], rights: list[Any]) -> Dataflow:
+    """Two inputs; ``left`` branched by parity, its evens joined with ``right``, merged back.
+
+    ``right`` is read twice (by the join and by an output of its own); the
+    branch's falses go straight into the join, so that edge has two labels.
+    """
+    flow = Dataflow("g")
+    left = op.input("left", flow, TestingSource([("a", 1), ("b", 2), ("a", 3)]))
+    right = op.input("right", flow, TestingSource([("a", 10), ("b", 20)]))
+    odd = op.branch("odd", left, lambda item: item[1] % 2 == 1)
+    matched = op.join("matched", odd.falses, right)
+    every = op.merge("every", odd.trues, matched)
+    op.output("out", every, TestingSink(everything))
+    op.output("rights", right, TestingSink(rights))
+    op.output("evens", op.key_rm("values", matched), TestingSink(evens))
+    return flow
+
+
+def test_a_graph_flow_draws_its_branch_merge_join_and_outputs():
+    evens: list[Any] = []
+    everything: list[Any] = []
+    rights: list[Any] = []
+    flow = branch_and_join_flow(evens, everything, rights)
+    run_main(flow)  # the flow drawn is one that runs
+    assert sorted(everything) == [("a", 1), ("a", 3), ("b", (2, 20))]
+    assert evens == [(2, 20)] and sorted(rights) == [("a", 10), ("b", 20)]
+
+    graph = flow_graph(flow, name="g")
+    assert [(n.key, n.step_id, n.operator, n.kind, n.stateful) for n in graph.nodes] == [
+        ("step_0", "g.left", "input", "input", False),
+        ("step_1", "g.right", "input", "input", False),
+        ("step_2", "g.odd", "branch", "step", False),
+        ("step_3", "g.matched", "join", "step", True),
+        ("step_4", "g.every", "merge", "step", False),
+        ("step_5", "g.out", "output", "output", False),
+        ("step_6", "g.rights", "output", "output", False),
+        ("step_7", "g.values", "key_rm", "step", False),
+        ("step_8", "g.evens", "output", "output", False),
+    ]
+    assert [
+        (e.source, e.source_port, e.target, e.target_port, e.stream) for e in graph.edges
+    ] == [
+        ("step_0", 0, "step_2", 0, "g.left.down"),
+        ("step_2", 1, "step_3", 0, "g.odd.falses"),  # the join's side 0
+        ("step_1", 0, "step_3", 1, "g.right.down"),  # ... and side 1
+        ("step_2", 0, "step_4", 0, "g.odd.trues"),  # the merge's two inputs
+        ("step_3", 0, "step_4", 1, "g.matched.down"),
+        ("step_4", 0, "step_5", 0, "g.every.down"),
+        ("step_1", 0, "step_6", 0, "g.right.down"),  # right, read a second time
+        ("step_3", 0, "step_7", 0, "g.matched.down"),  # matched, read a second time
+        ("step_7", 0, "step_8", 0, "g.values.down"),
+    ]
+    assert {e.pact for e in graph.edges} == {None}
+    labels = {
+        "step_0": "g.left (input)", "step_1": "g.right (input)", "step_2": "g.odd (branch)",
+        "step_3": "g.matched (join)", "step_4": "g.every (merge)", "step_5": "g.out (output)",
+        "step_6": "g.rights (output)", "step_7": "g.values (key_rm)",
+        "step_8": "g.evens (output)",
+    }
+    edges = [
+        ("step_0", "step_2", False, None),
+        ("step_2", "step_3", False, "falses, side 0"),
+        ("step_1", "step_3", False, "side 1"),
+        ("step_2", "step_4", False, "trues"),
+        ("step_3", "step_4", False, None),
+        ("step_4", "step_5", False, None),
+        ("step_1", "step_6", False, None),
+        ("step_3", "step_7", False, None),
+        ("step_7", "step_8", False, None),
+    ]
+    check_pictures(graph, labels, edges)
+    mermaid, dot = both(graph)
+    assert list(mermaid.shapes().values()) == [
+        "input", "input", "box", "cylinder", "box", "output", "output", "box", "output"
+    ]
+    assert list(dot.shapes().values()) == [
+        "invhouse", "invhouse", "box", "cylinder", "box", "house", "house", "box", "house"
+    ]
+
+
+@operator
+def clean(step_id: str, up: Any) -> Any:
+    """A composite of two steps."""
+    return op.filter("nonempty", op.map("strip", up, str.strip), bool)
+
+
+@operator
+def tidy(step_id: str, up: Any) -> Any:
+    """A composite holding a step and a composite."""
+    return op.map("lower", clean("clean", up), str.lower)
+
+
+def test_a_composite_operators_steps_are_drawn_as_a_cluster():
+    flow = Dataflow("c")
+    lines = op.input("lines", flow, TestingSource([" A ", " ", "b"]))
+    first = tidy("tidy", lines)
+    second = clean("again", first)
+    out: list[str] = []
+    op.output("out", second, TestingSink(out))
+    run_main(flow)
+    assert out == ["a", "b"]
+
+    graph = flow_graph(flow)
+    assert [(c.key, c.label, c.name, c.parent) for c in graph.clusters] == [
+        ("composite_0", "c.tidy", "c.tidy", None),
+        ("composite_1", "c.tidy.clean", "c.tidy.clean", "composite_0"),
+        ("composite_2", "c.again", "c.again", None),
+    ]
+    labels = {
+        "step_0": "c.lines (input)",
+        "step_1": "c.tidy.clean.strip (map)",
+        "step_2": "c.tidy.clean.nonempty (filter)",
+        "step_3": "c.tidy.lower (map)",
+        "step_4": "c.again.strip (map)",
+        "step_5": "c.again.nonempty (filter)",
+        "step_6": "c.out (output)",
+    }
+    edges = [(f"step_{i}", f"step_{i + 1}", False, None) for i in range(6)]
+    clusters = {
+        "composite_0": ("c.tidy", None),
+        "composite_1": ("c.tidy.clean", "composite_0"),
+        "composite_2": ("c.again", None),
+    }
+    parents = {
+        "step_1": "composite_1", "step_2": "composite_1", "step_3": "composite_0",
+        "step_4": "composite_2", "step_5": "composite_2",
+    }
+    check_pictures(graph, labels, edges, clusters, parents)
+    mermaid = to_mermaid(graph).splitlines()
+    assert mermaid[:13] == [
+        "flowchart TD",
+        '    step_0[/"c.lines (input)"/]',
+        '    step_6[\\"c.out (output)"\\]',
+        '    subgraph composite_0["c.tidy"]',
+        '        step_3["c.tidy.lower (map)"]',
+        '        subgraph composite_1["c.tidy.clean"]',
+        '            step_1["c.tidy.clean.strip (map)"]',
+        '            step_2["c.tidy.clean.nonempty (filter)"]',
+        "        end",
+        "    end",
+        '    subgraph composite_2["c.again"]',
+        '        step_4["c.again.strip (map)"]',
+        '        step_5["c.again.nonempty (filter)"]',
+    ]
+
+
+def test_a_composite_in_a_flow_without_an_id_and_a_chain_beside_a_graph():
+    flow = Dataflow()
+    flow.map(str.upper, step_id="shout")  # an epoch chain, from the input run is given
+    flow.capture()
+    cleaned = clean("tidy", op.input("lines", flow, TestingSource(["x"])))
+    op.output("out", cleaned, TestingSink([]))
+    graph = flow_graph(flow)
+    assert [(n.step_id, n.parent) for n in graph.nodes] == [
+        ("shout", None), ("capture", None), ("lines", None),
+        ("tidy.strip", "composite_0"), ("tidy.nonempty", "composite_0"), ("out", None),
+    ]
+    assert [(c.key, c.label) for c in graph.clusters] == [("composite_0", "tidy")]
+    assert [(e.source, e.target) for e in graph.edges] == [
+        ("step_0", "step_1"), ("step_2", "step_3"), ("step_3", "step_4"), ("step_4", "step_5")
+    ]
+
+
 def test_flow_graph_wants_a_flow():
     with pytest.raises(TypeError, match=r"timelypy\.flow\.Dataflow"):
         flow_graph(lambda scope: None)  # type: ignore[arg-type]
@@ -494,6 +698,27 @@ def test_the_cli_draws_a_flow_as_mermaid():
     assert list(picture.labels().values()) == [
         "lines (input)", "words (flat_map)", "pairs (map)", "count (reduce_epoch)",
         "capture (capture)",
+    ]
+
+
+def test_the_cli_draws_a_graph_flow_as_dot():
+    from tests.visualize_fixtures import graph_flow
+
+    result = cli("tests.visualize_fixtures:graph_flow", "--format", "dot")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == to_dot(flow_graph(graph_flow, name="graph_flow")) + "\n"
+    name, picture = parse_dot(result.stdout)
+    assert name == "graph_flow"
+    assert list(picture.labels().values()) == [
+        "numbers.numbers (input)", "numbers.names (input)", "numbers.odd (branch)",
+        "numbers.evens (output)", "numbers.name (join)", "numbers.named (output)",
+    ]
+    assert picture.edges == [
+        ("step_0", "step_2", False, None),
+        ("step_2", "step_3", False, "falses"),
+        ("step_2", "step_4", False, "trues, side 0"),
+        ("step_1", "step_4", False, "side 1"),
+        ("step_4", "step_5", False, None),
     ]
 
 
@@ -561,15 +786,29 @@ def test_each_mermaid_block_in_the_docs_is_what_the_code_before_it_draws():
             assert body == namespace["mermaid"] + "\n"
             parse_mermaid(body)
             checked += 1
-    assert checked == 2
+    assert checked == 3
 
 
-def test_the_example_prints_the_mermaid_of_its_flow():
+def example(*args: str) -> str:
     result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "visualize_flow.py")],
+        [sys.executable, str(ROOT / "examples" / "visualize_flow.py"), *args],
         capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    picture = parse_mermaid(result.stdout)
+    return result.stdout
+
+
+def test_the_example_prints_the_mermaid_of_its_flow():
+    picture = parse_mermaid(example())
     kinds = list(picture.shapes().values())
     assert kinds[0] == "input" and kinds[-1] == "output" and "cylinder" in kinds
+    assert picture.clusters == {}
+
+
+def test_the_example_prints_its_stream_graph_too():
+    picture = parse_mermaid(example("--graph"))
+    assert picture.clusters == {"composite_0": ("wordcount.count_words", None)}
+    assert sorted(label for _, _, _, label in picture.edges if label) == ["falses", "trues"]
+    assert "cylinder" in picture.shapes().values()
+    name, dot = parse_dot(example("--graph", "--dot"))
+    assert name == "wordcount" and dot.edges == picture.edges

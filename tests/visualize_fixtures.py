@@ -1,7 +1,8 @@
 """Dataflows for tests/test_visualize.py's command-line tests (``module:attribute`` targets).
 
-``flow`` is a flow-layer Dataflow; ``build`` builds a runtime dataflow;
-the others are the wrong kinds of thing, for the error cases.
+``flow`` is a flow-layer Dataflow (an epoch chain), ``graph_flow`` one with
+a stream graph; ``build`` builds a runtime dataflow; the others are the
+wrong kinds of thing, for the error cases.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 from operator import add
 from typing import Any
 
+import timelypy.flow.operators as op
 from timelypy.flow import AdvanceTo, Dataflow, Emit, ManualInputConfig
+from timelypy.flow.testing import TestingSink, TestingSource
 
 
 def lines(worker_index: int, worker_count: int, resume_epoch: int) -> Any:
@@ -26,6 +29,14 @@ flow.flat_map(str.split, step_id="words")
 flow.map(lambda word: (word, 1), step_id="pairs")
 flow.reduce_epoch(add, step_id="count")
 flow.capture()
+
+#: Numbers branched by parity; the odd ones joined with their names.
+graph_flow = Dataflow("numbers")
+numbers = op.input("numbers", graph_flow, TestingSource([("1", 1), ("2", 2)]))
+names = op.input("names", graph_flow, TestingSource([("1", "one")]))
+parity = op.branch("odd", numbers, lambda item: item[1] % 2 == 1)
+op.output("evens", parity.falses, TestingSink([]))
+op.output("named", op.join("name", parity.trues, names), TestingSink([]))
 
 
 def build(scope: Any) -> None:

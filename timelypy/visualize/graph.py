@@ -18,13 +18,16 @@ up by its :attr:`Node.key`.
   feeds advances every timestamp it passes on, which is how
   progress tracking lets a cycle exist).
 * A :class:`Cluster` is a nested scope (``scope.iterative``,
-  ``scope.region``); clusters nest through :attr:`Cluster.parent`.
+  ``scope.region``) or, in a flow, a composite operator's steps; clusters
+  nest through :attr:`Cluster.parent`.
 
 Keys are made of letters, digits and ``_`` only, so every renderer can use
 them as identifiers as they are.
 
 This module also builds the graph of a :class:`timelypy.flow.Dataflow`
-(:func:`flow_graph`), which needs no runtime: a flow is a chain of steps.
+(:func:`flow_graph`), which needs no runtime: a flow's steps say which
+streams each reads and writes, whether they form an epoch chain or a
+stream graph with branches and joins.
 The graph of a runtime dataflow is built by running its ``build`` function
 on a worker (:mod:`timelypy.visualize.runtime`).
 """
@@ -32,16 +35,16 @@ on a worker (:mod:`timelypy.visualize.runtime`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Literal
 
-from timelypy.flow.dataflow import STATEFUL, Dataflow
+from timelypy.flow._graph import KeyedSpec
+from timelypy.flow.dataflow import STATEFUL, Dataflow, Step
 
 __all__ = ["Graph", "Node", "Edge", "Cluster", "NodeKind", "flow_graph"]
 
 #: What a node stands for: an operator of a runtime dataflow, one port of a
 #: nested scope's boundary, or a flow's input step, other step, or output
-#: (``capture``) step.
+#: (``output``, ``capture``) step.
 NodeKind = Literal["operator", "scope_input", "scope_output", "input", "step", "output"]
 
 
@@ -82,6 +85,11 @@ class Edge:
     no pact applies (the edge enters or leaves a nested scope) or none is
     known (flows).  ``feedback`` says that the target input advances the
     time of every record it passes on: the edge closes a loop.
+
+    Flow edges name the ``stream`` they carry (its stream ID) and may have
+    a ``label`` telling them apart from their neighbours: the output of a
+    step that writes several (a ``branch``'s ``trues``/``falses``), the
+    side of a ``join`` they feed.  Runtime edges have neither.
     """
 
     source: str
@@ -91,6 +99,8 @@ class Edge:
     scope: str | None = None
     pact: str | None = None
     feedback: bool = False
+    stream: str | None = None
+    label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +110,9 @@ class Cluster:
     ``parent`` is the key of the enclosing cluster (``None`` when the scope
     is a child of the dataflow's root); ``iterative`` says whether its
     timestamps differ from its parent's (``scope.iterative``) rather than
-    being the same (``scope.region``).
+    being the same (``scope.region``).  In a flow's graph a cluster is a
+    composite operator: ``label`` and ``name`` are its step ID, ``address``
+    is empty.
     """
 
     key: str
@@ -116,7 +128,8 @@ class Graph:
     """A dataflow's picture: its ``nodes``, ``edges`` and nested scopes (``clusters``).
 
     Nodes and clusters are in the order they were built (steps in flow
-    order), edges in the order they were connected.
+    order), edges in the order they were connected (a flow's: in the order
+    of the steps that read them).
     """
 
     name: str
@@ -145,14 +158,33 @@ class Graph:
 
 
 def flow_graph(flow: Dataflow, name: str = "flow") -> Graph:
-    """The steps of ``flow`` as a chain of nodes, in order.
+    """The steps of ``flow`` as nodes, joined by the streams they read, in flow order.
 
-    Each node is labelled ``step_id (operator)``.  An ``input`` step has
-    kind ``"input"``, a ``capture`` step ``"output"`` (a capture also
-    passes its items on to the next step), any other ``"step"``; steps that
-    keep state between items are ``stateful``.  The edges carry no pact:
-    the flow says what each step computes, not how the runtime spreads it
-    over workers (draw the runtime dataflow for that).
+    Node ``step_<i>`` is the flow's ``i``-th step, labelled ``step_id
+    (operator)``.  An ``input`` step has kind ``"input"``, an ``output``
+    or ``capture`` step ``"output"`` (a capture also passes its items on
+    to the next step), any other ``"step"``; steps that keep state between
+    items (their step ID labels recovery data) are ``stateful``.
+
+    Each stream a step reads is an edge from the step that writes it (a
+    stream read by two steps is two edges, a stream no step reads is
+    none), in the order of the reading steps and, for each, of the streams
+    it reads.  An epoch chain's steps
+    each read the one before, so a chain is drawn as a chain; a chain that
+    starts at the input ``run`` is given has no edge into its first step.
+    An edge has the ports of the stream in the writer's outputs and the
+    reader's inputs, the stream's ID, and a label where one is needed to
+    tell edges apart: the output's name where the writer writes several
+    streams (a ``branch``'s ``trues`` and ``falses``), ``side <n>`` where
+    the reader's inputs differ by position (a ``join``'s sides; a
+    ``merge``'s inputs need none).  Edges carry no pact: the flow says
+    what each step computes, not how the runtime spreads it over workers
+    (draw the runtime dataflow for that).
+
+    The steps of a composite operator (:func:`timelypy.flow.dataflow.operator`:
+    step IDs nested as ``flow_id.composite.step``) are drawn in a
+    :class:`Cluster` ``composite_<i>`` labelled with the composite's step
+    ID; composites within composites nest.
 
     >>> flow = Dataflow()
     >>> flow.map(str.split, step_id="words")
@@ -166,28 +198,107 @@ def flow_graph(flow: Dataflow, name: str = "flow") -> Graph:
     step_2 capture (capture) output False
     >>> [(edge.source, edge.target) for edge in graph.edges]
     [('step_0', 'step_1'), ('step_1', 'step_2')]
+
+    A stream graph branches and merges:
+
+    >>> import timelypy.flow.operators as op
+    >>> from timelypy.flow.testing import TestingSink, TestingSource
+    >>> flow = Dataflow("doc")
+    >>> numbers = op.input("numbers", flow, TestingSource([1, 2, 3]))
+    >>> parity = op.branch("even", numbers, lambda n: n % 2 == 0)
+    >>> both = op.merge("both", op.map("half", parity.trues, lambda n: n // 2), parity.falses)
+    >>> op.output("out", both, TestingSink([]))
+    >>> for edge in flow_graph(flow).edges:
+    ...     print(edge.source, edge.target, edge.label, edge.stream)
+    step_0 step_1 None doc.numbers.down
+    step_1 step_2 trues doc.even.trues
+    step_2 step_3 None doc.half.down
+    step_1 step_3 falses doc.even.falses
+    step_3 step_4 None doc.both.down
     """
     if not isinstance(flow, Dataflow):
         raise TypeError(f"flow_graph needs a timelypy.flow.Dataflow, got {flow!r}")
+    steps = flow.steps
+    keys = [f"step_{index}" for index in range(len(steps))]
+    clusters: dict[str, Cluster] = {}  # by the composite's step ID
     nodes: list[Node] = []
-    for index, step in enumerate(flow.steps):
-        kind: NodeKind
-        if step.operator == "input":
-            kind = "input"
-        elif step.operator == "capture":
-            kind = "output"
-        else:
-            kind = "step"
+    for key, step in zip(keys, steps, strict=True):
         nodes.append(
             Node(
-                key=f"step_{index}",
+                key=key,
                 label=f"{step.step_id} ({step.operator})",
-                kind=kind,
+                kind=_KINDS.get(step.operator, "step"),
                 name=step.step_id,
+                parent=_composite_cluster(flow, step, clusters),
                 step_id=step.step_id,
                 operator=step.operator,
-                stateful=step.operator in STATEFUL,
+                stateful=step.operator in STATEFUL or isinstance(step.options, KeyedSpec),
             )
         )
-    edges = tuple(Edge(a.key, b.key) for a, b in pairwise(nodes))
-    return Graph(name, tuple(nodes), edges)
+    # which step writes each stream, and as which of its outputs
+    writers: dict[str, tuple[int, int]] = {}
+    for index, step in enumerate(steps):
+        for port, stream in enumerate(step.outs):
+            writers[stream] = (index, port)
+    edges: list[Edge] = []
+    for index, step in enumerate(steps):
+        for target_port, stream in enumerate(step.ups):
+            if stream not in writers:
+                continue  # the chain's input, which the runner feeds
+            source, source_port = writers[stream]
+            edges.append(
+                Edge(
+                    keys[source],
+                    keys[index],
+                    source_port=source_port,
+                    target_port=target_port,
+                    stream=stream,
+                    label=_stream_label(steps[source], source_port, step, target_port),
+                )
+            )
+    return Graph(name, tuple(nodes), tuple(edges), tuple(clusters.values()))
+
+
+#: The node kinds of the steps that are not plain ``"step"`` s.
+_KINDS: dict[str, NodeKind] = {"input": "input", "capture": "output", "output": "output"}
+
+#: Operators whose inputs are told apart by position (a ``join``'s values come in its
+#: sides' order), so the edges into them say which input they feed.
+_SIDED = frozenset({"join"})
+
+
+def _composite_cluster(flow: Dataflow, step: Step, clusters: dict[str, Cluster]) -> str | None:
+    """The key of the cluster of ``step``'s innermost composite (made as needed), or ``None``.
+
+    A stream-graph step's ID is the flow ID (if any), the composites'
+    names, then its own; an epoch-chain step's is only its own.
+    """
+    if step.form != "graph":
+        return None
+    parts = step.step_id.split(".")
+    first = 0 if flow.flow_id is None else 1
+    parent: str | None = None
+    for end in range(first + 1, len(parts)):
+        composite = ".".join(parts[:end])
+        cluster = clusters.get(composite)
+        if cluster is None:
+            cluster = Cluster(
+                key=f"composite_{len(clusters)}",
+                label=composite,
+                name=composite,
+                address=(),
+                parent=parent,
+            )
+            clusters[composite] = cluster
+        parent = cluster.key
+    return parent
+
+
+def _stream_label(source: Step, source_port: int, target: Step, target_port: int) -> str | None:
+    """What tells an edge apart: the writer's output name, the reader's side, or both."""
+    parts = []
+    if len(source.outs) > 1:
+        parts.append(source.outs[source_port].removeprefix(f"{source.step_id}."))
+    if target.operator in _SIDED and len(target.ups) > 1:
+        parts.append(f"side {target_port}")
+    return ", ".join(parts) or None

@@ -13,13 +13,16 @@ node                          Mermaid             DOT
 operator, flow step           ``["..."]``         ``box``
 stateful flow step            ``[("...")]``       ``cylinder``
 flow input step               ``[/"..."/]``       ``invhouse``
-flow output (``capture``)     ``[\"..."\]``       ``house``
+flow output step             ``[\"..."\]``       ``house``
 nested scope's input/output   ``(("..."))``       ``ellipse``
 ============================  ==================  ==================
 
 A feedback edge (it closes a loop) is dashed; an edge whose records may
 move between workers (an ``Exchange`` pact) is labelled with its pact;
-``Pipeline`` edges and those without a pact are plain.  Nothing here draws
+``Pipeline`` edges and those without a pact are plain.  A flow's edges
+are labelled where they need telling apart (:attr:`Edge.label`: a
+``branch``'s ``trues`` and ``falses``, a ``join``'s sides).  A flow's
+composite operators are clusters, as nested scopes are.  Nothing here draws
 images: paste the Mermaid into a ``mermaid`` code block of a Markdown file
 (GitHub draws those) or give the DOT to Graphviz (``dot -Tsvg``).
 """
@@ -88,10 +91,11 @@ def dot_string(text: str) -> str:
 
 
 def _edge_label(edge: Edge) -> str | None:
-    """What an edge is labelled with: its pact, unless records stay on their worker."""
-    if edge.pact is None or edge.pact == "Pipeline":
-        return None
-    return edge.pact
+    """An edge's label: its own, then its pact unless records stay on their worker."""
+    parts = [] if edge.label is None else [edge.label]
+    if edge.pact is not None and edge.pact != "Pipeline":
+        parts.append(edge.pact)
+    return ", ".join(parts) or None
 
 
 def _walk(graph: Graph) -> Iterator[tuple[int, Cluster | None, Node | None]]:
