@@ -9,10 +9,14 @@ exactly, with the answer computed here in plain Python from its data.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import json
+import random
+import re
 import subprocess
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from datetime import timedelta
 
 import pytest
@@ -188,3 +192,129 @@ def test_socket_wordcount_counts_every_line_once_over_several_epochs():
             word, count = part.split()
             summed[word] += int(count)
     assert summed == Counter({"error": errors, "ok": 2 * n - errors})
+
+
+# -- First programs: wordcount from a file, per-sensor running means with alerts ----------
+#
+# Each runs for real, as a script (one worker) and through `python -m timelypy.flow`
+# (the default `:flow`, a factory call picking the file, several workers, two processes),
+# on generated data; the expected output is computed here in plain Python.
+
+
+def run_first(args: list[str], cwd) -> list[str]:
+    """Run ``python ARGS`` in ``cwd``; its stdout lines (it must exit 0, silent on stderr).
+
+    The CLI's ``--processes`` prefixes each line with ``[I] ``; that is taken off.
+    """
+    command = [sys.executable, *args]
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "", result.stderr
+    lines = result.stdout.splitlines()
+    if "--processes" in args or "-n" in args:
+        assert all(re.match(r"\[[01]\] ", line) for line in lines), lines[:5]
+        assert {line[:3] for line in lines} == {"[0]", "[1]"}  # both processes had keys
+        lines = [line.split(" ", 1)[1] for line in lines]
+    return lines
+
+
+FIRST_WORDCOUNT = str(ROOT / "examples" / "first_wordcount.py")
+FIRST_RUNNING_MEAN = str(ROOT / "examples" / "first_running_mean.py")
+
+
+def cli(*args: str) -> list[str]:
+    return ["-m", "timelypy.flow", *args]
+
+
+def generated_text(seed: int = 36, lines: int = 2500) -> str:
+    """Lines of mixed-case words, punctuation and blank lines (over two 1000-line batches)."""
+    rng = random.Random(seed)
+    vocabulary = ["To", "be", "OR", "not", "'tis", "o'er", "Ophélie", "question", "2nd", "the"]
+    punctuation = [" ", " ", ", ", ". ", "! ", " -- ", ": ", '"', "? "]
+    text = []
+    for _ in range(lines):
+        words = [rng.choice(vocabulary) for _ in range(rng.randint(0, 9))]
+        text.append("".join(word + rng.choice(punctuation) for word in words).rstrip())
+    return "\n".join(text) + "\n"
+
+
+def word_counts(text: str) -> dict[str, int]:
+    """The words of ``text``, lower-cased, split at white space and punctuation, counted."""
+    spaces = str.maketrans({c: " " for c in ',.!?:;"-'})
+    return Counter(text.lower().translate(spaces).split())
+
+
+@pytest.mark.parametrize(
+    ("file", "args"),
+    [
+        ("words.txt", [FIRST_WORDCOUNT, "words.txt"]),
+        ("wordcount.txt", cli(f"{FIRST_WORDCOUNT}:flow")),
+        ("words.txt", cli(f"{FIRST_WORDCOUNT}:wordcount('words.txt')", "-w", "2")),
+        ("words.txt", cli(f"{FIRST_WORDCOUNT}:wordcount('words.txt')", "--processes", "2")),
+    ],
+    ids=["script", "cli-default-file", "cli-2-workers", "cli-2-processes"],
+)
+def test_first_wordcount_counts_every_word_once(tmp_path, file, args):
+    text = generated_text()
+    (tmp_path / file).write_text(text)
+    expected = word_counts(text)
+    assert expected["'tis"] > 0 and expected["ophélie"] > 0 and "To" not in expected
+    printed = [ast.literal_eval(line) for line in run_first(args, tmp_path)]
+    assert len(printed) == len(expected)  # one line per word
+    assert dict(printed) == expected
+
+
+def generated_events(seed: int = 36, count: int = 1500) -> list[dict]:
+    """Sensor readings in quarters (their sums are exact), with a few outliers."""
+    rng = random.Random(seed)
+    sensors = ["a", "b", "kitchen", "cellar-2"]
+    events = []
+    for _ in range(count):
+        value = rng.randint(40, 60) / 4 if rng.random() > 0.05 else rng.randint(-400, 400) / 4
+        events.append({"sensor": rng.choice(sensors), "value": value})
+    return events
+
+
+def running_means(events: list[dict], threshold: float) -> tuple[dict, dict]:
+    """Per sensor, in event order: the mean lines, and the alert lines."""
+    seen: dict[str, list[float]] = defaultdict(list)
+    means: dict[str, list[str]] = defaultdict(list)
+    alerts: dict[str, list[str]] = defaultdict(list)
+    for event in events:
+        sensor, value = event["sensor"], event["value"]
+        earlier = seen[sensor]
+        deviation = value - sum(earlier) / len(earlier) if earlier else 0.0
+        if abs(deviation) > threshold:
+            alerts[sensor].append(f"ALERT {sensor}: {value} is {deviation:+.2f} off its mean")
+        earlier.append(value)
+        means[sensor].append(f"{sensor} mean {sum(earlier) / len(earlier):.2f}")
+    return means, alerts
+
+
+@pytest.mark.parametrize(
+    ("file", "threshold", "args"),
+    [
+        ("readings.jsonl", 12, [FIRST_RUNNING_MEAN, "readings.jsonl", "12"]),
+        ("events.jsonl", 10, cli(FIRST_RUNNING_MEAN)),
+        ("readings.jsonl", 12, cli(f"{FIRST_RUNNING_MEAN}:running_mean('readings.jsonl', 12)")),
+        (
+            "readings.jsonl",
+            7.5,
+            cli(f"{FIRST_RUNNING_MEAN}:running_mean('readings.jsonl', 7.5)", "-n", "2", "-w", "2"),
+        ),
+    ],
+    ids=["script", "cli-default-file", "cli-factory", "cli-2-processes-2-workers"],
+)
+def test_first_running_mean_prints_each_sensor_s_means_and_alerts_in_order(
+    tmp_path, file, threshold, args
+):
+    events = generated_events()
+    (tmp_path / file).write_text("".join(json.dumps(event) + "\n" for event in events))
+    means, alerts = running_means(events, threshold)
+    assert 0 < sum(map(len, alerts.values())) < len(events) // 10
+    printed = run_first(args, tmp_path)
+    expected = [line for lines in [*means.values(), *alerts.values()] for line in lines]
+    assert Counter(printed) == Counter(expected)
+    for sensor in means:  # a sensor's state is on one worker, which prints its lines in order
+        assert [line for line in printed if line.startswith(f"{sensor} mean ")] == means[sensor]
+        assert [line for line in printed if line.startswith(f"ALERT {sensor}:")] == alerts[sensor]

@@ -503,6 +503,13 @@ class FlowWorker:
             )
         reachable = _list_parts(lambda i, n: source.list_parts(), index, worker.peers, step_id)
         assignment = agree_primaries(worker, reachable, None, f"input step {step_id!r}")
+        if not assignment and index == 0:
+            log.warning(
+                "input step %r: no worker listed a partition of %r, so it reads nothing "
+                "(a missing file or an empty directory?)",
+                step_id,
+                source,
+            )
         mine = sorted(part for part, primary in assignment.items() if primary == index)
         recovery = self.recovery
         resumed = (

@@ -45,7 +45,7 @@ from timelypy.flow.driver import EPOCH_INTERVAL, FlowCancelled, PairsInput, flow
 from timelypy.flow.inputs import InputConfig
 from timelypy.recovery import RecoveryConfig
 
-__all__ = ["run", "run_cluster", "cluster_main", "spawn_cluster", "FlowRun"]
+__all__ = ["run", "run_cluster", "cluster_main", "cli_main", "spawn_cluster", "FlowRun"]
 
 log = logging.getLogger("timelypy.flow")
 
@@ -422,6 +422,45 @@ def cluster_main(
             recovery_config=recovery_config,
             epoch_interval=interval,
         ),
+    )
+
+
+def cli_main(
+    flow: Dataflow,
+    *,
+    workers_per_process: int = 1,
+    process_id: int | None = None,
+    addresses: Sequence[str] | None = None,
+    epoch_interval: datetime.timedelta | None = None,
+    recovery_config: RecoveryConfig | None = None,
+) -> None:
+    """Run ``flow`` as ``python -m timelypy.flow`` would (bytewax's ``bytewax.run.cli_main``).
+
+    ``workers_per_process`` worker threads; with ``process_id`` and
+    ``addresses`` (every process's ``host:port``), this process of a
+    cluster, whose shared secret is in ``TIMELYPY_SECRET``.
+    """
+    from timelypy.flow.testing import cluster_main as run_process
+
+    if process_id is None:
+        if addresses:
+            raise ConfigError("cli_main: addresses need a process_id")
+        run_process(
+            flow,
+            [],
+            0,
+            epoch_interval=epoch_interval,
+            recovery_config=recovery_config,
+            worker_count_per_proc=workers_per_process,
+        )
+        return
+    run_process(
+        flow,
+        list(addresses or []),
+        process_id,
+        epoch_interval=epoch_interval,
+        recovery_config=recovery_config,
+        worker_count_per_proc=workers_per_process,
     )
 
 

@@ -83,6 +83,9 @@ class FileSource(FixedPartitionedSource[str, int]):
         self._batch_size = batch_size
         self._get_fs_id = get_fs_id
 
+    def __repr__(self) -> str:
+        return f"FileSource({str(self._path)!r})"
+
     def list_parts(self) -> list[str]:
         """The file's partition, if this worker can read it."""
         if not self._path.exists():
@@ -113,6 +116,9 @@ class DirSource(FixedPartitionedSource[str, int]):
         self._glob = glob_pat
         self._batch_size = batch_size
         self._get_fs_id = get_fs_id
+
+    def __repr__(self) -> str:
+        return f"DirSource({str(self._dir)!r}, {self._glob!r})"
 
     def list_parts(self) -> list[str]:
         """The files this worker can read."""
