@@ -237,14 +237,15 @@ class _EventClockLogic(ClockLogic[V, _EventClockState]):
             watermark = UTC_MAX
         try:
             base = at - clock.wait_for_system_duration
+            later = base > watermark
         except OverflowError:
             return at, watermark
         except TypeError:
             raise FlowError(
-                f"the ts_getter of an EventClock must return an aware datetime, got {at!r} "
-                f"for {value!r}"
+                f"the ts_getter of an EventClock must return an aware datetime (with a "
+                f"tzinfo), got {at!r} for {value!r}"
             ) from None
-        if base > watermark:
+        if later:
             state.watermark_base = base
             state.system_time_of_max_event = self._now
             return at, base

@@ -1,0 +1,258 @@
+"""Windowing operators of the stream graph: every backend, recovery, freed state, bad input.
+
+Agreement with bytewax 0.21 line for line is in test_bytewax_compat.py;
+here the same random streams must give the same windows on one worker,
+threads and processes, across an aborted execution, and the state of keys
+whose windows closed must be gone.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+import timelypy.flow.operators as op
+from timelypy.errors import FlowError, StepError
+from timelypy.flow import operators
+from timelypy.flow.dataflow import Dataflow, Stream
+from timelypy.flow.operators import windowing as w
+from timelypy.flow.recovery import RecoveryConfig
+from timelypy.flow.testing import TestingSink, TestingSource, run_main
+
+from .graph_helpers import BACKENDS, ZERO, collect
+
+ALIGN = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def _fixed_now() -> datetime:
+    return ALIGN
+
+
+def events(seed: int, n: int = 150) -> list[tuple[str, tuple[datetime, int]]]:
+    """Keyed values with timestamps that mostly rise, sometimes jump back (late ones)."""
+    rng = random.Random(seed)
+    t, out = 0, []
+    for i in range(n):
+        t += rng.choice([0, 1, 2, 5, 30]) - (rng.random() < 0.2) * rng.randint(0, 40)
+        out.append((rng.choice("abcd"), (ALIGN + timedelta(seconds=max(t, 0)), i)))
+    return out
+
+
+def _at(value: tuple[datetime, int]) -> datetime:
+    return value[0]
+
+
+def _windows(items: list[Any]) -> Any:
+    def build(flow: Dataflow) -> dict[str, Stream[Any]]:
+        s = op.input("inp", flow, TestingSource(items, batch_size=3))
+        clock = w.EventClock(_at, timedelta(seconds=5), now_getter=_fixed_now)
+        tumbling = w.TumblingWindower(timedelta(seconds=10), ALIGN)
+        sliding = w.SlidingWindower(timedelta(seconds=10), timedelta(seconds=4), ALIGN)
+        session = w.SessionWindower(timedelta(seconds=6))
+        fold = w.fold_window(
+            "fold", s, clock, tumbling, list, lambda a, v: [*a, v[1]], lambda a, b: a + b
+        )
+        coll = w.collect_window("collect", s, clock, sliding)
+        sess = w.fold_window(
+            "sessions", s, clock, session, list, lambda a, v: [*a, v[1]], lambda a, b: a + b
+        )
+        meta = op.map_value(
+            "meta", sess.meta, lambda m: (m[0], m[1].open_time.isoformat(), sorted(m[1].merged_ids))
+        )
+        return {
+            "fold": fold.down,
+            "late": op.map_value("late_i", fold.late, lambda wv: (wv[0], wv[1][1])),
+            "collect": op.map_value("vals", coll.down, lambda wv: (wv[0], [v[1] for v in wv[1]])),
+            "sessions": sess.down,
+            "meta": meta,
+        }
+
+    return build
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_windows_are_the_same_on_every_backend(backend, tmp_path):
+    items = events(7)
+    want = collect("one", tmp_path / "ref", _windows(items))
+    assert want["late"], "the stream has late values"
+    got = collect(backend, tmp_path / backend, _windows(items))
+    for name in want:
+        assert Counter(map(repr, got[name])) == Counter(map(repr, want[name])), name
+
+
+def _abort_flow(items: list[Any], out: list[Any]) -> Dataflow:
+    flow = Dataflow("win")
+    s = op.input("inp", flow, TestingSource(items, batch_size=2))
+    clock = w.EventClock(_at, timedelta(seconds=5), now_getter=_fixed_now)
+    folded = w.fold_window(
+        "fold",
+        s,
+        clock,
+        w.TumblingWindower(timedelta(seconds=10), ALIGN),
+        list,
+        lambda a, v: [*a, v[1]],
+        lambda a, b: a + b,
+    )
+    op.output("down", folded.down, TestingSink(out))
+    op.output("late", op.map("tag", folded.late, lambda kv: ("late", kv)), TestingSink(out))
+    return flow
+
+
+def test_windows_open_across_an_abort_resume_to_the_failure_free_result(tmp_path):
+    items = events(11, 80)
+    clean: list[Any] = []
+    run_main(_abort_flow(items, clean), epoch_interval=ZERO)
+    aborting = [
+        *items[:25],
+        TestingSource.ABORT(),
+        *items[25:60],
+        TestingSource.ABORT(),
+        *items[60:],
+    ]
+    config = RecoveryConfig(tmp_path / "db", partitions=2)
+    got: list[Any] = []
+    for _ in range(3):
+        run_main(_abort_flow(aborting, got), epoch_interval=ZERO, recovery_config=config)
+    assert Counter(map(repr, got)) == Counter(map(repr, clean))
+
+
+def test_a_system_clock_window_closes_on_time_and_resumes_after_the_resume_epoch(tmp_path):
+    # two values, a pause longer than the window, then the end: the first window
+    # closes on the clock during the pause, the second at the end of the input
+    items = [("k", 1), TestingSource.PAUSE(timedelta(seconds=0.3)), ("k", 2)]
+    flow = Dataflow("sys")
+    s = op.input("inp", flow, TestingSource(items))
+    windows = w.collect_window(
+        "collect",
+        s,
+        w.SystemClock(),
+        w.TumblingWindower(timedelta(seconds=0.1), datetime.now(UTC)),
+    )
+    out: list[Any] = []
+    op.output("out", op.map_value("vals", windows.down, lambda wv: wv[1]), TestingSink(out))
+    run_main(flow, epoch_interval=timedelta(seconds=0.05))
+    assert out == [("k", [1]), ("k", [2])]
+
+
+def test_the_state_of_keys_whose_windows_closed_is_freed():
+    import time
+
+    from timelypy.flow._windows import WindowsLogic
+
+    now = [ALIGN]
+    clock = w.EventClock(_at, timedelta(0), now_getter=lambda: now[0])
+    logic = WindowsLogic(
+        clock,
+        w.TumblingWindower(timedelta(seconds=1), ALIGN),
+        lambda state: w._FoldLogic(lambda a, v: a + 1, lambda a, b: a + b, state or 0),
+        True,
+        "test.count",
+        tombstones=1000,
+    )
+    # 20,000 session-like keys, one value each: each key's window stays open...
+    for n in range(20):
+        batch = [(f"user{n}-{i}", (ALIGN + timedelta(seconds=n), i)) for i in range(1000)]
+        assert logic.apply(0, batch) == []
+    assert len(logic.keys) == 20_000
+    # ...until the system time moves on an hour: every window closes on its timer
+    now[0] += timedelta(hours=1)
+    emitted, changed = logic.notify(time.time())
+    assert sum(1 for _, (kind, _, _) in emitted if kind == 0) == 20_000
+    assert len(changed) == 20_000
+    assert logic.keys == {}, "no key keeps state once its windows closed"
+    assert logic.timers.at == {} and logic.wake() is None
+    assert len(logic.tombstones) == 1000, "the forgotten keys' watermarks are bounded"
+    assert logic.snapshot("user3-7") is None
+
+
+def test_a_forgotten_key_never_reopens_an_emitted_window():
+    flow = Dataflow("reopen")
+    at = [ALIGN + timedelta(seconds=s) for s in (1, 15, 2)]
+    # k's window [0, 10) closes at 15 (wait 0); then a value at 2 for k is late, not
+    # a second window 0
+    s = op.input("inp", flow, TestingSource([("k", (t, i)) for i, t in enumerate(at)]))
+    clock = w.EventClock(_at, timedelta(0), now_getter=_fixed_now)
+    out = w.count_window(
+        "count",
+        op.key_rm("rm", s),
+        clock,
+        w.TumblingWindower(timedelta(seconds=10), ALIGN),
+        lambda v: "k",
+    )
+    down: list[Any] = []
+    late: list[Any] = []
+    op.output("down", out.down, TestingSink(down))
+    op.output("late", out.late, TestingSink(late))
+    run_main(flow, epoch_interval=ZERO)
+    assert sorted(down) == [("k", (0, 1)), ("k", (1, 1))]
+    assert late == [("k", (0, (at[2], 2)))]
+
+
+def test_bad_windowing_input_is_refused_when_the_flow_is_built():
+    flow = Dataflow("bad")
+    s = op.input("inp", flow, TestingSource([("k", 1)]))
+    clock = w.SystemClock()
+    tumbling = w.TumblingWindower(timedelta(seconds=1), ALIGN)
+    with pytest.raises(FlowError, match="needs a callable merger"):
+        w.fold_window("f", s, clock, w.SessionWindower(timedelta(1)), list, list.__add__, None)  # type: ignore[arg-type]
+    with pytest.raises(FlowError, match="needs a Clock"):
+        w.collect_window("c", s, "system", tumbling)  # type: ignore[arg-type]
+    with pytest.raises(FlowError, match="needs a Windower"):
+        w.collect_window("c", s, clock, timedelta(1))  # type: ignore[arg-type]
+    with pytest.raises(FlowError, match="aware datetime"):
+        w.TumblingWindower(timedelta(seconds=1), datetime(2024, 1, 1))
+    with pytest.raises(FlowError, match="offset can't be longer"):
+        w.SlidingWindower(timedelta(seconds=1), timedelta(seconds=2), ALIGN)
+    with pytest.raises(FlowError, match="positive timedelta"):
+        w.TumblingWindower(timedelta(0), ALIGN)
+    with pytest.raises(FlowError, match="wait_for_system_duration"):
+        w.EventClock(_at, timedelta(seconds=-1))
+    with pytest.raises(FlowError, match="list, set or dict"):
+        w.collect_window("c2", s, clock, tumbling, into=tuple)
+
+
+def test_a_naive_timestamp_names_the_step():
+    flow = Dataflow("naive")
+    s = op.input("inp", flow, TestingSource([("k", datetime(2024, 1, 1))]))
+    clock = w.EventClock(lambda v: v, timedelta(0))
+    out = w.collect_window("collect", s, clock, w.TumblingWindower(timedelta(1), ALIGN))
+    op.output("out", out.down, TestingSink([]))
+    with pytest.raises(StepError, match=r"step 'naive\.collect' on worker 0") as failure:
+        run_main(flow)
+    assert isinstance(failure.value.__cause__, FlowError)
+    assert "must return an aware datetime" in str(failure.value)
+
+
+def test_collect_into_set_and_dict_and_join_window():
+    flow = Dataflow("into")
+    t = ALIGN + timedelta(seconds=1)
+    s = op.input("inp", flow, TestingSource([("k", ("x", t)), ("k", ("y", t)), ("k", ("x", t))]))
+    clock = w.EventClock(lambda v: v[1], timedelta(seconds=5))
+    tumbling = w.TumblingWindower(timedelta(seconds=10), ALIGN)
+    sets: list[Any] = []
+    dicts: list[Any] = []
+    op.output(
+        "sets",
+        w.collect_window("s", op.map_value("v", s, lambda v: v), clock, tumbling, into=set).down,
+        TestingSink(sets),
+    )
+    op.output(
+        "dicts", w.collect_window("d", s, clock, tumbling, into=dict).down, TestingSink(dicts)
+    )
+    a = op.input("a", flow, TestingSource([("k", (t, 1))]))
+    b = op.input("b", flow, TestingSource([("k", (t, "B"))]))
+    joined: list[Any] = []
+    op.output(
+        "joined",
+        w.join_window("j", w.EventClock(_at, timedelta(seconds=5)), tumbling, a, b).down,
+        TestingSink(joined),
+    )
+    run_main(flow)
+    assert sets == [("k", (0, {("x", t), ("y", t)}))]
+    assert dicts == [("k", (0, {"x": t, "y": t}))]
+    assert joined == [("k", (0, ((t, 1), (t, "B"))))]
+    assert operators.windowing is w
