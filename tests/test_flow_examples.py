@@ -17,7 +17,8 @@ import re
 import subprocess
 import sys
 from collections import Counter, defaultdict
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -318,3 +319,69 @@ def test_first_running_mean_prints_each_sensor_s_means_and_alerts_in_order(
     for sensor in means:  # a sensor's state is on one worker, which prints its lines in order
         assert [line for line in printed if line.startswith(f"{sensor} mean ")] == means[sensor]
         assert [line for line in printed if line.startswith(f"ALERT {sensor}:")] == alerts[sensor]
+
+
+FIRST_TUMBLING_SUMS = str(ROOT / "examples" / "first_tumbling_sums.py")
+
+
+def generated_events(seed: int = 37, count: int = 1200) -> list[dict[str, Any]]:
+    """Events of five users, a few seconds apart and a few out of order; one in 40 very late."""
+    rng = random.Random(seed)
+    start = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+    clock, events = 0.0, []
+    for _ in range(count):
+        clock += rng.choice([0.5, 1, 2, 3])
+        at = clock - (rng.choice([0, 0, 1, 2, 4]) if rng.random() > 1 / 40 else 95)
+        events.append(
+            {
+                "user": rng.choice(["ana", "bob", "cy", "dee", "eve"]),
+                "at": (start + timedelta(seconds=max(at, 0))).isoformat(),
+                "amount": float(rng.randint(1, 9)),
+            }
+        )
+    return events
+
+
+def tumbling_sums(events: list[dict[str, Any]]) -> tuple[Counter[str], list[dict[str, Any]]]:
+    """The example's output by hand: the sums' lines, and the late events.
+
+    A user's watermark trails their latest time by 10 s (the system time
+    that passes while the example runs moves it on by milliseconds only,
+    and no event is that close to the limit).
+    """
+    align = datetime(2024, 1, 1, tzinfo=UTC)
+    latest: dict[str, datetime] = {}
+    sums: dict[tuple[str, int], float] = defaultdict(float)
+    late = []
+    for event in events:
+        user, at = event["user"], datetime.fromisoformat(event["at"])
+        if user in latest and at < latest[user] - timedelta(seconds=10):
+            late.append(event)
+            continue
+        latest[user] = max(latest.get(user, at), at)
+        sums[(user, (at - align) // timedelta(minutes=1))] += event["amount"]
+    lines = Counter(
+        f"{user} {(align + timedelta(minutes=window)):%H:%M} {total:g}"
+        for (user, window), total in sums.items()
+    )
+    return lines, late
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [FIRST_TUMBLING_SUMS, "events.jsonl"],
+        cli(f"{FIRST_TUMBLING_SUMS}:sums('events.jsonl')", "-w", "2"),
+        cli(f"{FIRST_TUMBLING_SUMS}:sums('events.jsonl')", "--processes", "2"),
+    ],
+    ids=["script", "cli-2-workers", "cli-2-processes"],
+)
+def test_first_tumbling_sums_sums_each_user_s_minutes_and_shows_late_events(tmp_path, args):
+    events = generated_events()
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    lines = run_first(args, tmp_path)
+    want_sums, want_late = tumbling_sums(events)
+    assert want_late, "the data has late events"
+    assert Counter(line for line in lines if not line.startswith("late ")) == want_sums
+    got_late = [ast.literal_eval(line[5:])[1][1] for line in lines if line.startswith("late ")]
+    assert sorted(map(repr, got_late)) == sorted(map(repr, want_late))
