@@ -324,7 +324,7 @@ def test_first_running_mean_prints_each_sensor_s_means_and_alerts_in_order(
 FIRST_TUMBLING_SUMS = str(ROOT / "examples" / "first_tumbling_sums.py")
 
 
-def generated_events(seed: int = 37, count: int = 1200) -> list[dict[str, Any]]:
+def generated_user_events(seed: int = 37, count: int = 1200) -> list[dict[str, Any]]:
     """Events of five users, a few seconds apart and a few out of order; one in 40 very late."""
     rng = random.Random(seed)
     start = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -377,7 +377,7 @@ def tumbling_sums(events: list[dict[str, Any]]) -> tuple[Counter[str], list[dict
     ids=["script", "cli-2-workers", "cli-2-processes"],
 )
 def test_first_tumbling_sums_sums_each_user_s_minutes_and_shows_late_events(tmp_path, args):
-    events = generated_events()
+    events = generated_user_events()
     (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     lines = run_first(args, tmp_path)
     want_sums, want_late = tumbling_sums(events)
