@@ -19,6 +19,7 @@ from timelypy.flow.window import (
     SlidingWindowConfig,
     SystemClockConfig,
     TumblingWindowConfig,
+    WindowConfig,
     WindowMetadata,
 )
 
@@ -178,14 +179,18 @@ def test_bad_items_and_times_name_the_step():
     assert any("'counting'" in note and "dt_getter" in note for note in info.value.__notes__)
 
 
-def test_merging_sessions_in_fold_window_needs_a_merger():
+def test_a_session_fold_window_without_a_merger_is_refused_when_the_flow_is_built():
     flow = Dataflow()
-    flow.fold_window(
-        "sum", frozen_clock(10), SessionWindowConfig(s(5)), lambda: 0, lambda a, v: a + 1
-    )
-    flow.capture()
-    with pytest.raises(FlowError, match="needs a merger"):
-        list(run(flow, [(0, ("k", at(0))), (0, ("k", at(8))), (0, ("k", at(4)))]))
+    with pytest.raises(FlowError, match=r"'sum' \(fold_window\).*needs a merger"):
+        flow.fold_window(
+            "sum", frozen_clock(10), SessionWindowConfig(s(5)), lambda: 0, lambda a, v: a + 1
+        )
+
+    class Hourly(WindowConfig):
+        pass
+
+    with pytest.raises(FlowError, match="Hourly is not one of the window configs"):
+        flow.count_window("hours", frozen_clock(10), Hourly())
     flow = Dataflow()
     flow.fold_window(
         "sum", frozen_clock(10), SessionWindowConfig(s(5)), lambda: 0, lambda a, v: a + 1,

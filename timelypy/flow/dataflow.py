@@ -41,7 +41,7 @@ from timelypy.errors import FlowError
 from timelypy.flow.inputs import InputConfig
 from timelypy.flow.outputs import OutputConfig
 from timelypy.flow.state import NO_ACC
-from timelypy.flow.window import WindowSpec, check_configs
+from timelypy.flow.window import SessionWindowConfig, WindowSpec, check_configs
 
 __all__ = [
     "Dataflow",
@@ -456,6 +456,12 @@ class Dataflow:
         """
         _check_callable(builder, "builder", "fold_window", str(step_id))
         _check_callable(folder, "folder", "fold_window", str(step_id))
+        if merger is None and isinstance(window_config, SessionWindowConfig):
+            raise FlowError(
+                f"step {step_id!r} (fold_window): session windows merge when a value joins "
+                "two of them, so fold_window needs a merger(acc, acc) to combine their "
+                "accumulators: pass merger="
+            )
 
         def add(acc: Any, value: Any) -> Any:
             return folder(builder() if acc is NO_ACC else acc, value)

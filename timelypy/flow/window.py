@@ -262,6 +262,13 @@ def check_configs(step_id: str, clock: object, windower: object) -> None:
         span_micros(windower.offset, f"{where}: the window offset")
     elif isinstance(windower, SessionWindowConfig):
         span_micros(windower.gap, f"{where}: the session gap")
+    else:
+        raise FlowError(
+            f"{where}: {type(windower).__name__} is not one of the window configs this step "
+            "runs (TumblingWindowConfig, SlidingWindowConfig, SessionWindowConfig); windows "
+            "of your own go on the stream graph, with a Windower and "
+            "timelypy.flow.operators.windowing.window"
+        )
     start = getattr(windower, "start_at", None)
     if start is not None:
         micros(start, f"{where}: start_at")
