@@ -1,4 +1,4 @@
-r"""timelypy.flow (the seeds' epoch layer) against bytewax 0.21.1 and plain Python.
+r"""timelypy.flow (the epoch chain and the stream graph) against bytewax 0.21.1 and plain Python.
 
     python -m benchmarks.flow_bench [--quick] [--repeat N] [--markdown]
                                     [--no-bytewax] [--no-cluster]
@@ -13,12 +13,13 @@ lines of 10 words each, 2,000,000 words), the same list for every peer;
 ``--quick`` takes the first tenth. The user's functions are those of seed
 004's wordcount: ``lower`` (``str.lower``), ``tokenize`` (the seed's
 ``re.findall(r'[^\s!,.?":;0-9]+', line)``), ``initial_count`` (``word ->
-(word, 1)``) and ``operator.add``. Inputs are built before timing: timelypy
+(word, 1)``) and ``operator.add``. Inputs are built before timing. In the
+epoch chain's workloads (the stream graph's are described below) timelypy
 gets a list of ``(epoch, item)`` pairs, bytewax a list read in slices of
 1,000 items (``bytewax_peer.list_source``; its docstring says why), plain
 Python the same pairs as timelypy.
 
-Workloads (throughput counts words, items or epochs):
+The epoch chain's workloads (throughput counts words, items or epochs):
 
 - ``wordcount_1_epoch``: every line in epoch 0; lower -> tokenize -> (word,
   1) -> per-key sum -> output. timelypy: seed 004's flow, ``map(lower)``,
@@ -76,20 +77,74 @@ an iterable of pairs only worker 0 reads, lowers and tokenizes; the other
 worker only sums its share of the keys, so these show the cost of the
 exchange more than a speed-up.
 
+The stream graph's workloads (``benchmarks.flow_graph``; issue 36). Each
+flow is one function of an operators module, so timelypy
+(``timelypy.flow.operators``) and bytewax (``bytewax.operators``) run the
+same steps with the same functions; both run with their
+``testing.run_main`` (one worker, the calling thread) into a
+``TestingSink``, the flow built inside the timed call. In-memory inputs
+reach timelypy through ``timelypy.flow.testing.TestingSource(items,
+batch_size=1000)`` and bytewax through ``bytewax_peer.list_source``
+(1,000-item slices). timelypy's ``TestingSource`` checks each item for its
+markers (three ``isinstance`` per item), a cost bytewax's list slices do
+not have and that is charged to timelypy here. ``GRAPH_ITEMS`` is
+1,000,000 (``--quick``: 100,000).
+
+- ``wordcount_file``: the corpus's lines, written once (before timing) to
+  a temporary file, one per line; lower -> tokenize -> ``count_final``
+  keyed by the word -> output, ``(word, count)`` per word; throughput
+  counts words. ``timelypy`` and ``bytewax`` read the file with their own
+  ``connectors.files.FileSource`` (1,000 lines a batch); ``plain`` reads
+  the same file line by line and counts in a dict. The chain and the graph
+  are compared from memory, on the same list of lines, with seed 004's
+  steps (``initial_count`` and ``add``, as in ``wordcount_1_epoch``):
+  ``timelypy chain`` is ``wordcount_flow`` with ``run`` (one epoch),
+  ``timelypy memory`` the same steps as a graph (``map``, ``flat_map``,
+  ``map``, ``reduce_final(add)``) from a ``TestingSource``, and ``bytewax
+  memory`` that graph in bytewax from ``list_source``. Their "vs plain" is
+  against ``plain``'s reading of the file.
+- ``join_running``: two keyed streams of ``GRAPH_ITEMS`` items each,
+  ``(word, i)`` over the first and the next ``GRAPH_ITEMS`` words of the
+  corpus (5,000 distinct keys), joined by ``op.join(...,
+  emit_mode="running")`` (``insert_mode="last"``): one row ``(word, (left
+  or None, right or None))`` per item of either side; throughput counts the
+  items of both sides. ``plain`` is a dict loop over the left side, then
+  the right. The rows depend on how the sides interleave, so results are
+  compared per key by what does not: the number of rows, and the distinct
+  values of each side in them (their count and sum; each item's row
+  carries its value).
+- ``stateful_map_graph``: ``op.stateful_map("running", items,
+  running_count)`` over ``(word, 1)`` for the first ``GRAPH_ITEMS`` words;
+  ``timelypy chain`` is ``stateful_map_flow`` with ``run`` on the same
+  items as ``(0, item)`` pairs; ``plain`` is a dict loop calling
+  ``running_count(states.get(key), value)`` that emits ``(key, count)`` as the
+  graph does (``stateful_map``'s ``plain`` also wraps each in ``(0, ...)``).
+- ``branch_merge``: the ints ``0..GRAPH_ITEMS-1``; ``op.branch`` on
+  ``is_even``, ``op.map(add_one)`` on the evens, ``op.map(triple)`` on the
+  odds, ``op.merge``, output; checked as a multiset (``merge`` promises no
+  order). ``plain`` is one comprehension.
+
 The tables are ``runtime_bench``'s: median time, throughput at the median,
 **speed vs plain** (plain's median / the candidate's), **vs bytewax**
-(bytewax's median / the candidate's), the same two by CPU time of this
-process (helper processes not counted) and the spread. The goals of the
-flow issue follow: timelypy >= 3x bytewax on both wordcounts, >= bytewax's
-epochs/s with ``fully_ordered``; met or not by the wall-clock medians.
+(the first bytewax candidate's median / the candidate's), the same two by
+CPU time of this process (helper processes not counted) and the spread.
+The goals of the flow issue follow (``GOALS``): timelypy >= 3x bytewax on
+both chain wordcounts, >= bytewax's epochs/s with ``fully_ordered``; the
+graph's ``timelypy`` >= 2x ``bytewax`` on each graph workload; the chain
+and the graph of the same flow within 10% of each other either way
+(``timelypy memory`` vs ``timelypy chain`` in ``wordcount_file``,
+``timelypy`` vs ``timelypy chain`` in ``stateful_map_graph``); met or not
+by the wall-clock medians.
 
 ``--profile`` runs timelypy's candidate of each workload once under
 cProfile (after a warm-up) instead of timing, in both threads ``run`` uses:
 the worker thread that runs the dataflow and the calling thread that reads
-the captured items from its queue. Shares are of each thread's own profiled
-total; calls are also quoted per unit (per 1,024-item input pull, or per
-epoch). cProfile charges a fixed cost per Python call, so it overstates code
-made of many small calls.
+the captured items from its queue; a graph candidate (``run_main``) runs in
+the calling thread alone. ``wordcount_file`` profiles ``timelypy`` and
+``timelypy memory``. Shares are of each thread's own profiled total; calls
+are also quoted per unit (per 1,024-item input pull, per 1,000-item batch
+of a graph input, or per epoch). cProfile charges a fixed cost per Python
+call, so it overstates code made of many small calls.
 """
 
 from __future__ import annotations
@@ -100,6 +155,7 @@ import math
 import re
 import sys
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -131,15 +187,44 @@ logger = logging.getLogger("benchmarks.flow_bench")
 
 EPOCHS = 1_000
 ORDERED_ITEMS = 100_000
-WORKLOADS = ("wordcount_1_epoch", "wordcount_1000_epochs", "stateful_map", "fully_ordered")
+#: Items of ``stateful_map_graph`` and ``branch_merge``, and of each side of ``join_running``.
+GRAPH_ITEMS = 1_000_000
+#: The epoch chain's workloads, then the stream graph's (``flow_graph``).
+CHAIN_WORKLOADS = ("wordcount_1_epoch", "wordcount_1000_epochs", "stateful_map", "fully_ordered")
+GRAPH_WORKLOADS = ("wordcount_file", "join_running", "stateful_map_graph", "branch_merge")
+WORKLOADS = CHAIN_WORKLOADS + GRAPH_WORKLOADS
 #: Where bytewax's event time starts: epoch ``e`` is ``ALIGN + e`` seconds.
 ALIGN = datetime(2024, 1, 1, tzinfo=UTC)
 
-#: The goals of the flow issue: (workload, target speed vs bytewax), candidate ``timelypy``.
-GOALS: list[tuple[str, float]] = [
-    ("wordcount_1_epoch", 3.0),
-    ("wordcount_1000_epochs", 3.0),
-    ("fully_ordered", 1.0),
+
+@dataclass(frozen=True)
+class Goal:
+    """A goal of the flow issue: ``candidate``'s speed against ``baseline``'s, by median.
+
+    ``baseline`` ``None`` is the workload's bytewax candidate (the first);
+    met when the speed ratio is at least ``target``, or with ``within``
+    when the two are within ``target`` of each other either way (``1.1``:
+    neither is more than 10% faster).
+    """
+
+    workload: str
+    target: float
+    candidate: str = "timelypy"
+    baseline: str | None = None
+    within: bool = False
+
+
+#: The goals of the flow issue.
+GOALS: list[Goal] = [
+    Goal("wordcount_1_epoch", 3.0),
+    Goal("wordcount_1000_epochs", 3.0),
+    Goal("fully_ordered", 1.0),
+    Goal("wordcount_file", 2.0),
+    Goal("join_running", 2.0),
+    Goal("stateful_map_graph", 2.0),
+    Goal("branch_merge", 2.0),
+    Goal("wordcount_file", 1.1, "timelypy memory", "timelypy chain", within=True),
+    Goal("stateful_map_graph", 1.1, "timelypy", "timelypy chain", within=True),
 ]
 
 Normalized = Counter[tuple[Any, ...]]
@@ -467,6 +552,10 @@ class FlowWorkload(Workload):
     normalize: dict[str, Callable[[Any], Normalized]] = field(default_factory=dict)
     #: candidate -> fingerprints of its checked results (warm-up, last timed run)
     fingerprints: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    #: the candidates ``--profile`` profiles
+    profiled: tuple[str, ...] = ("timelypy",)
+    #: called by :meth:`release` (each at most once): removing temporary files
+    cleanup: list[Callable[[], None]] = field(default_factory=list)
 
     def measure(self, repeat: int, warmup: int = 1) -> None:
         """Time the candidates interleaved (A, B, C, A, B, C, ...), wall and CPU time.
@@ -502,8 +591,11 @@ class FlowWorkload(Workload):
         return next((n for n in self.stats or self.candidates if n.startswith("bytewax")), None)
 
     def release(self) -> None:
-        """Drop the candidates, and with them their inputs."""
+        """Drop the candidates, and with them their inputs; remove their temporary files."""
         self.candidates = {}
+        for remove in self.cleanup:
+            remove()
+        self.cleanup = []
 
 
 def build_workloads(
@@ -514,8 +606,13 @@ def build_workloads(
     bytewax: bool = True,
     cluster: bool = True,
     only: Sequence[str] = WORKLOADS,
+    graph_items: int = GRAPH_ITEMS,
 ) -> list[FlowWorkload]:
-    """Bind every candidate to its input, built from ``lines`` (``epochs`` at most one per line)."""
+    """Bind every candidate to its input, built from ``lines`` (``epochs`` at most one per line).
+
+    ``graph_items``: the size of ``stateful_map_graph`` and ``branch_merge`` and of
+    each side of ``join_running`` (at most half the words of ``lines``).
+    """
     workloads: list[FlowWorkload] = []
     n_words = sum(len(tokenize(line)) for line in lines)
     pulls = max(1, math.ceil(len(lines) / PULL_LIMIT))
@@ -587,6 +684,104 @@ def build_workloads(
                 "fully_ordered", ordered, "epochs", cands, (ordered, "epoch"), normalize=norm
             )
         )
+    if any(name in only for name in GRAPH_WORKLOADS):
+        workloads += graph_workloads(lines, bytewax=bytewax, only=only, items=graph_items)
+    return workloads
+
+
+def graph_workloads(
+    lines: Sequence[str], *, bytewax: bool, only: Sequence[str], items: int
+) -> list[FlowWorkload]:
+    """The stream graph's workloads (``build_workloads``'s arguments; ``flow_graph``'s flows)."""
+    from benchmarks import flow_graph as fg  # it imports this module's user functions
+
+    workloads: list[FlowWorkload] = []
+    batches = math.ceil(max(1, len(lines)) / fg.BATCH_SIZE)
+    words = [word for line in lines for word in line.split()]
+    n = min(items, len(words) // 2)
+    per_batch = (max(1, math.ceil(n / fg.BATCH_SIZE)), "batch")
+    if "wordcount_file" in only:
+        n_words = sum(len(tokenize(line)) for line in lines)
+        path, remove = fg.write_corpus(lines)
+        pairs = [(0, line) for line in lines]
+        seed, by_word = fg.wordcount_seed, fg.wordcount_count_final
+        cands: dict[str, Callable[[], Any]] = {
+            "plain": lambda: fg.plain_wordcount_file(path),
+            "timelypy": lambda: fg.timelypy_file("wordcount_file", by_word, path),
+            "timelypy memory": lambda: fg.timelypy_memory("wordcount_memory", seed, lines),
+            "timelypy chain": lambda: timelypy_run(wordcount_flow, pairs),
+        }
+        norm = dict.fromkeys(cands, from_keyed(0))
+        norm["timelypy chain"] = from_pairs
+        if bytewax:
+            cands["bytewax"] = lambda: fg.bytewax_file("wordcount_file", by_word, path)
+            cands["bytewax memory"] = lambda: fg.bytewax_memory("wordcount_memory", seed, lines)
+            norm["bytewax"] = norm["bytewax memory"] = from_keyed(0)
+        w = FlowWorkload(
+            "wordcount_file",
+            n_words,
+            "words",
+            cands,
+            (batches, "batch"),
+            normalize=norm,
+            profiled=("timelypy", "timelypy memory"),
+        )
+        w.cleanup.append(weakref.finalize(w, remove))
+        workloads.append(w)
+    if "join_running" in only:
+        left, right = fg.join_sides(words, n)
+        join = fg.running_join
+        cands = {
+            "plain": lambda: fg.plain_running_join(left, right),
+            "timelypy": lambda: fg.timelypy_memory("join_running", join, left, right),
+        }
+        if bytewax:
+            cands["bytewax"] = lambda: fg.bytewax_memory("join_running", join, left, right)
+        workloads.append(
+            FlowWorkload(
+                "join_running",
+                2 * n,
+                "items",
+                cands,
+                (2 * per_batch[0], "batch"),
+                normalize=dict.fromkeys(cands, fg.from_join_rows),
+            )
+        )
+    if "stateful_map_graph" in only:
+        keyed = [(word, 1) for word in words[:n]]
+        keyed_pairs = [(0, item) for item in keyed]
+        running = fg.running_count_map
+        cands = {
+            "plain": lambda: fg.plain_running_count(keyed),
+            "timelypy": lambda: fg.timelypy_memory("stateful_map", running, keyed),
+            "timelypy chain": lambda: timelypy_run(stateful_map_flow, keyed_pairs),
+        }
+        norm = {"plain": from_keyed(0), "timelypy": from_keyed(0), "timelypy chain": from_pairs}
+        if bytewax:
+            cands["bytewax"] = lambda: fg.bytewax_memory("stateful_map", running, keyed)
+            norm["bytewax"] = from_keyed(0)
+        workloads.append(
+            FlowWorkload("stateful_map_graph", n, "items", cands, per_batch, normalize=norm)
+        )
+    if "branch_merge" in only:
+        ints = list(range(n))
+        steps = fg.branch_merge
+        cands = {
+            "plain": lambda: fg.plain_branch_merge(ints),
+            "timelypy": lambda: fg.timelypy_memory("branch_merge", steps, ints),
+        }
+        if bytewax:
+            cands["bytewax"] = lambda: fg.bytewax_memory("branch_merge", steps, ints)
+        workloads.append(
+            FlowWorkload(
+                "branch_merge",
+                n,
+                "items",
+                cands,
+                per_batch,
+                normalize=dict.fromkeys(cands, fg.from_items),
+            )
+        )
     return workloads
 
 
@@ -594,19 +789,25 @@ def goal_rows(workloads: Sequence[Workload]) -> list[list[str]]:
     """Each goal of the flow issue next to its measured figure (medians)."""
     by_name = {w.name: w for w in workloads}
     rows = []
-    for name, target in GOALS:
-        w = by_name.get(name)
+    for g in GOALS:
+        w = by_name.get(g.workload)
         if w is None:
             continue
-        bytewax = w.bytewax_name()
-        goal = f"timelypy >= {fmt_ratio(target)} {bytewax or 'bytewax'}'s speed"
-        if bytewax is None:
-            rows.append([name, goal, "bytewax not run", "n/a", "n/a"])
+        baseline = g.baseline or w.bytewax_name()
+        if g.within:
+            goal = f"{g.candidate} within {g.target - 1:.0%} of {baseline}"
+        else:
+            goal = f"{g.candidate} >= {fmt_ratio(g.target)} {baseline or 'bytewax'}'s speed"
+        if baseline is None or baseline not in w.stats or g.candidate not in w.stats:
+            rows.append([g.workload, goal, f"{baseline or 'bytewax'} not run", "n/a", "n/a"])
             continue
-        measured = w.speed_vs("timelypy", bytewax)
-        by_cpu = fmt_ratio(w.speed_vs("timelypy", bytewax, cpu=True))
-        met = "met" if measured >= target else "NOT met"
-        rows.append([name, goal, fmt_ratio(measured), by_cpu, met])
+        measured = w.speed_vs(g.candidate, baseline)
+        by_cpu = fmt_ratio(w.speed_vs(g.candidate, baseline, cpu=True))
+        if g.within:
+            met = 1 / g.target <= measured <= g.target
+        else:
+            met = measured >= g.target
+        rows.append([g.workload, goal, fmt_ratio(measured), by_cpu, "met" if met else "NOT met"])
     return rows
 
 
@@ -640,25 +841,31 @@ def profile_threads(fn: Callable[[], Any]) -> tuple[cProfile.Profile, list[cProf
     return main, started
 
 
-def print_profiles(workloads: Sequence[Workload], top: int, markdown: bool) -> None:
-    """Profile each workload's ``timelypy`` candidate once, after an untimed warm-up."""
+def print_profiles(workloads: Sequence[FlowWorkload], top: int, markdown: bool) -> None:
+    """Profile each workload's ``profiled`` candidates once each, after an untimed warm-up.
+
+    The calling thread gets 8 rows at most when the run has worker threads
+    of its own (``run``), all ``top`` when it is the worker (``run_main``).
+    """
     for w in workloads:
-        fn = w.candidates["timelypy"]
-        logger.info("profiling timelypy on %s", w.name)
-        fn()
-        main, others = profile_threads(fn)
-        per, unit = w.per
-        for title, profiler, count in [("worker thread", p, top) for p in others] + [
-            ("calling thread", main, min(top, 8))
-        ]:
-            rows, calls, total = profile_rows(profiler, per, count)
-            print()
-            print(
-                f"{w.name}, {title}: top {count} by own time, shares of its {total:.2f} s "
-                f"profiled; {calls:,} calls, {calls / per:,.1f} per {unit} ({per:,} {unit}s)"
-            )
-            print()
-            print_table(rows, CPROFILE_COLUMNS, markdown=markdown)
+        for name in w.profiled:
+            fn = w.candidates[name]
+            label = w.name if name == "timelypy" else f"{w.name} ({name})"
+            logger.info("profiling %s on %s", name, w.name)
+            fn()
+            main, others = profile_threads(fn)
+            per, unit = w.per
+            for title, profiler, count in [("worker thread", p, top) for p in others] + [
+                ("calling thread", main, min(top, 8) if others else top)
+            ]:
+                rows, calls, total = profile_rows(profiler, per, count)
+                print()
+                print(
+                    f"{label}, {title}: top {count} by own time, shares of its {total:.2f} s "
+                    f"profiled; {calls:,} calls, {calls / per:,.1f} per {unit} ({per:,} {unit}s)"
+                )
+                print()
+                print_table(rows, CPROFILE_COLUMNS, markdown=markdown)
 
 
 # -- command line ---------------------------------------------------------------
@@ -690,6 +897,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             bytewax=bytewax,
             cluster=not args.no_cluster and not args.profile,
             only=[name],
+            graph_items=GRAPH_ITEMS // scale,
         )
         return workload
 
@@ -718,8 +926,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print_report(
         f"timelypy.flow, {size} ({len(lines):,} lines, {epochs:,} epochs of "
-        f"{max(1, len(lines) // epochs):,} lines in wordcount_1000_epochs), median of {repeat} "
-        f"interleaved runs, {machine()}" + ("" if bytewax else "; bytewax not run"),
+        f"{max(1, len(lines) // epochs):,} lines in wordcount_1000_epochs, "
+        f"{GRAPH_ITEMS // scale:,} items in the graph's join sides, stateful_map_graph and "
+        f"branch_merge), median of {repeat} interleaved runs, {machine()}"
+        + ("" if bytewax else "; bytewax not run"),
         rows,
         goal_rows(workloads),
         markdown=args.markdown,

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 
-from benchmarks import _data, flow_bench
+from benchmarks import _data, flow_bench, flow_graph
 from benchmarks._harness import format_table, measure, measure_interleaved
 from benchmarks.peers import bytewax_peer, plain, progress_floor
 from benchmarks.peers.plain import is_even, triple
@@ -135,13 +135,23 @@ def test_missing_bytewax_says_how_to_install(monkeypatch):
 def test_flow_bench_candidates_agree_on_a_tiny_input(corpus):
     has_bytewax = importlib.util.find_spec("bytewax") is not None
     workloads = flow_bench.build_workloads(
-        corpus[0][:60], epochs=7, ordered=40, bytewax=has_bytewax, cluster=False
+        corpus[0][:60], epochs=7, ordered=40, bytewax=has_bytewax, cluster=False, graph_items=150
     )
     assert [w.name for w in workloads] == list(flow_bench.WORKLOADS)
     for w in workloads:
         assert (w.bytewax_name() is not None) == has_bytewax
         w.measure(repeat=1, warmup=0)
         w.check()
+    by_name = {w.name: w for w in workloads}
+    assert by_name["join_running"].items == 300 and by_name["branch_merge"].items == 150
+    assert "timelypy chain" in by_name["stateful_map_graph"].stats
+    assert {"timelypy", "timelypy memory", "timelypy chain"} <= set(by_name["wordcount_file"].stats)
+    goals = {(row[0], row[1]) for row in flow_bench.goal_rows(workloads)}
+    assert ("wordcount_file", "timelypy memory within 10% of timelypy chain") in goals
+    (remover,) = {r for w in workloads for r in w.cleanup}  # the wordcount_file corpus
+    for w in workloads:
+        w.release()
+    assert not remover.alive
     (epochs_workload,) = flow_bench.build_workloads(
         corpus[0][:60], epochs=7, bytewax=False, cluster=False, only=["wordcount_1000_epochs"]
     )
@@ -159,6 +169,23 @@ def test_flow_bench_check_rejects_a_wrong_result(corpus):
         w.check()
 
 
+def test_flow_bench_join_check_is_order_free_but_not_blind(corpus):
+    lines = corpus[0][:20]
+    (w,) = flow_bench.build_workloads(
+        lines, bytewax=False, cluster=False, only=["join_running"], graph_items=50
+    )
+    words = [word for line in lines for word in line.split()]
+    left, right = flow_graph.join_sides(words, 50)
+    expected = flow_graph.from_join_rows(flow_graph.plain_running_join(left, right))
+    right_first = flow_graph.plain_running_join(right, left)
+    assert flow_graph.from_join_rows([(k, (b, a)) for k, (a, b) in right_first]) == expected
+    w.candidates["timelypy"] = lambda: flow_graph.plain_running_join(left[:-1], right)
+    w.measure(repeat=1, warmup=0)
+    with pytest.raises(AssertionError, match="different result from plain Python"):
+        w.check()
+    w.release()
+
+
 def test_flow_bench_main_and_profile_run_on_a_tiny_corpus(capsys):
     if importlib.util.find_spec("bytewax") is None:
         args = ["--no-bytewax"]
@@ -170,3 +197,7 @@ def test_flow_bench_main_and_profile_run_on_a_tiny_corpus(capsys):
     assert flow_bench.main(["--profile", "--scale", "4000", "--workload", "fully_ordered"]) == 0
     out = capsys.readouterr().out
     assert "fully_ordered, worker thread" in out and "fully_ordered, calling thread" in out
+    assert flow_bench.main(["--profile", "--scale", "4000", "--workload", "wordcount_file"]) == 0
+    out = capsys.readouterr().out
+    assert "wordcount_file, calling thread" in out
+    assert "wordcount_file (timelypy memory), calling thread" in out
