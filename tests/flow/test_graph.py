@@ -588,3 +588,33 @@ def test_polling_helpers_for_your_own_sources():
     assert cache.get("a") == 2
     cache.remove("a")
     assert cache.get("a") == 3
+
+
+def test_testing_source_batches_and_markers_in_any_position():
+    from timelypy.flow.sources import AbortExecution
+
+    abort = TestingSource.ABORT()
+    items = [1, 2, 3, TestingSource.PAUSE(datetime.timedelta(0)), 4, abort, 5, 6, 7]
+    items += [TestingSource.EOF(), 8]
+    part = TestingSource(items, batch_size=2).build_part("s", "iterable", None)
+    batches = []
+    with pytest.raises(AbortExecution):
+        while True:
+            batches.append(part.next_batch())
+    assert batches == [[1, 2], [3], [4]]
+    assert part.snapshot() == 6
+    # the next execution resumes after the abort, which it skips, then ends at EOF
+    part = TestingSource(items, batch_size=2).build_part("s", "iterable", 6)
+    assert [part.next_batch(), part.next_batch()] == [[5, 6], [7]]
+    with pytest.raises(StopIteration):
+        part.next_batch()
+    assert part.snapshot() == 10
+    # a triggered abort in the middle of a batch is skipped without repeating anything
+    part = TestingSource(items, batch_size=4).build_part("s", "iterable", 4)
+    assert part.next_batch() == [4, 5, 6]
+    assert part.next_batch() == [7]
+    with pytest.raises(StopIteration):
+        part.next_batch()
+    # from a generator too
+    part = TestingSource((x for x in range(5)), batch_size=3).build_part("s", "iterable", 1)
+    assert [part.next_batch(), part.next_batch()] == [[1, 2, 3], [4]]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Callable
+from operator import not_
 from typing import TYPE_CHECKING, Any
 
 from timelypy.dataflow.builder import OperatorBuilder
@@ -181,6 +182,7 @@ class GraphBuilder:
                 out = f"{step_id}.prepared"
                 self.extend(up, step, spec.prepare(step_id), out)
                 up = out
+                check = _no_check  # what prepare makes is (str, value) already
             stream = self.materialize(up, step)
         if spec.combine is not None and self.worker.peers > 1:
             local = dataclasses.replace(step, logic=(spec.combine,))
@@ -237,11 +239,12 @@ class GraphBuilder:
                     except Exception as exc:
                         raise step_error(step_id, worker, cap.time, "the predicate", exc) from exc
                     yes = list(itertools.compress(items, keep))
+                    if len(yes) == len(items):
+                        true_out.give_batch(cap, items)
+                        continue
                     if yes:
                         true_out.give_batch(cap, yes)
-                    if len(yes) != len(items):
-                        no = [item for item, k in zip(items, keep, strict=True) if not k]
-                        false_out.give_batch(cap, no)
+                    false_out.give_batch(cap, list(itertools.compress(items, map(not_, keep))))
 
             return logic
 

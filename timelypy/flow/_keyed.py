@@ -107,22 +107,33 @@ class StatefulMapLogic(KeyedLogic):
         states, mapper = self.states, self.mapper
         out: list[tuple[str, Any]] = []
         get, pop, append = states.get, states.pop, out.append
-        for key, value in items:
-            result = mapper(get(key), value)
+        result: Any = None
+        try:
+            if self.flat:
+                for key, value in items:
+                    result = mapper(get(key), value)
+                    new, emit = result
+                    if new is None:
+                        pop(key, None)
+                    else:
+                        states[key] = new
+                    out.extend([(key, one) for one in emit])
+            else:
+                for key, value in items:
+                    result = mapper(get(key), value)
+                    new, emit = result  # one unpacking checks the shape
+                    if new is None:
+                        pop(key, None)
+                    else:
+                        states[key] = new
+                    append((key, emit))
+        except (TypeError, ValueError) as exc:
             if type(result) is not tuple or len(result) != 2:
                 raise TypeError(
                     f"the mapper of step {self.step_id!r} must return a 2-tuple "
                     f"(updated_state, emit_value), got {result!r}"
-                )
-            new, emit = result
-            if new is None:
-                pop(key, None)
-            else:
-                states[key] = new
-            if self.flat:
-                out.extend([(key, one) for one in emit])
-            else:
-                append((key, emit))
+                ) from exc
+            raise
         return out
 
     def snapshot(self, key: str) -> Any:
@@ -321,23 +332,43 @@ class JoinLogic(KeyedLogic):
         return [tuple(None if value is _MISSING else value for value in state)]
 
     def apply(self, epoch: int, items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-        states, sides, insert, emit = self.states, self.sides, self.insert, self.emit
+        if self.insert != "product":
+            return self._apply_one_value(items)
+        # ``product``: every value of every side, rows the product of the sides
+        states, sides, emit = self.states, self.sides, self.emit
         out: list[tuple[str, Any]] = []
-        product = insert == "product"
         for key, (side, value) in items:
             state = states.get(key)
             if state is None:
-                state = states[key] = [[] for _ in range(sides)] if product else [_MISSING] * sides
-            if product:
-                state[side].append(value)
-            elif insert == "last" or state[side] is _MISSING:
-                state[side] = value
+                state = states[key] = [[] for _ in range(sides)]
+            state[side].append(value)
             if emit == "running":
                 out.extend([(key, row) for row in self._rows(state)])
-            elif emit == "complete":
-                if all(state) if product else _MISSING not in state:
-                    out.extend([(key, row) for row in self._rows(state)])
-                    del states[key]
+            elif emit == "complete" and all(state):
+                out.extend([(key, row) for row in self._rows(state)])
+                del states[key]
+        return out
+
+    def _apply_one_value(self, items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        """``first`` and ``last`` inserts: one value per side, rows built inline."""
+        states, sides, emit = self.states, self.sides, self.emit
+        last = self.insert == "last"
+        running, complete = emit == "running", emit == "complete"
+        out: list[tuple[str, Any]] = []
+        append = out.append
+        get = states.get
+        missing = _MISSING
+        for key, (side, value) in items:
+            state = get(key)
+            if state is None:
+                state = states[key] = [missing] * sides
+            if last or state[side] is missing:
+                state[side] = value
+            if running:
+                append((key, tuple([None if v is missing else v for v in state])))
+            elif complete and not any([v is missing for v in state]):  # by identity
+                append((key, tuple(state)))
+                del states[key]
         return out
 
     def eof(self) -> tuple[list[tuple[str, Any]], set[str]]:

@@ -31,8 +31,10 @@ from timelypy.errors import FlowError
 from timelypy.flow._keyed import KeyedLogic, _Timers
 from timelypy.progress.operate import FrontierInterest
 
-__all__ = ["DOWN", "LATE", "META", "KeyWindows", "WindowsLogic", "split_events"]
+__all__ = ["DOWN", "LATE", "META", "TOMBSTONES", "KeyWindows", "WindowsLogic", "split_events"]
 
+#: How many forgotten keys' last watermarks a worker keeps per step (oldest dropped first).
+TOMBSTONES = 65_536
 #: An event's kind: a window's result, a late value, a closed window's metadata.
 DOWN, LATE, META = 0, 1, 2
 _UTC = datetime.UTC
@@ -77,8 +79,6 @@ class WindowsLogic(KeyedLogic):
         step_id: str,
         tombstones: int | None = None,
     ) -> None:
-        from timelypy.flow.operators.windowing import TOMBSTONES
-
         self.clock = clock
         self.windower = windower
         self.builder = builder

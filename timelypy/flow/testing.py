@@ -114,6 +114,14 @@ class TestingSource(FixedPartitionedSource[X, int]):
 
 
 class _IterPartition(StatefulSourcePartition[X, int]):
+    """The iterable, ``batch_size`` entries at a time.
+
+    A chunk is sliced off in C (``islice``) and checked for markers with one
+    C-level pass (``isdisjoint`` over the entries' types); only a chunk that
+    holds a marker is walked in Python, and what follows its marker waits
+    for the next call.
+    """
+
     def __init__(self, ib: Iterable[Any], batch_size: int, start: int) -> None:
         self._it = iter(ib)
         ffwd_iter(self._it, start)
@@ -121,33 +129,41 @@ class _IterPartition(StatefulSourcePartition[X, int]):
         self._batch_size = batch_size
         self._pending: BaseException | None = None
         self._awake: datetime.datetime | None = None
+        self._rest: list[Any] = []
 
     def next_batch(self) -> list[X]:
         if self._pending is not None:
             raise self._pending
         self._awake = None
+        size = self._batch_size
+        if self._rest:
+            chunk, self._rest = self._rest[:size], self._rest[size:]
+        else:
+            chunk = list(itertools.islice(self._it, size))
+        if not chunk:
+            raise StopIteration()
+        if _MARKERS.isdisjoint(map(type, chunk)):
+            self._index += len(chunk)
+            return chunk
         batch: list[X] = []
-        for item in self._it:
+        for i, item in enumerate(chunk):
+            kind = type(item)
+            if kind not in _MARKERS:
+                batch.append(item)
+                continue
             self._index += 1
-            if isinstance(item, TestingSource.EOF):
+            if kind is TestingSource.ABORT and item._triggered:
+                continue  # aborted an earlier execution: skipped now
+            self._rest = chunk[i + 1 :] + self._rest
+            if kind is TestingSource.EOF:
                 self._pending = StopIteration()
-                break
-            if isinstance(item, TestingSource.ABORT):
-                if item._triggered:
-                    continue
+            elif kind is TestingSource.ABORT:
                 item._triggered = True
                 self._pending = AbortExecution(f"TestingSource.ABORT at entry {self._index - 1}")
-                break
-            if isinstance(item, TestingSource.PAUSE):
+            else:
                 self._awake = datetime.datetime.now(datetime.UTC) + item.for_duration
-                break
-            batch.append(item)
-            if len(batch) >= self._batch_size:
-                break
-        else:
-            if not batch:
-                raise StopIteration()
-            self._pending = StopIteration()
+            break
+        self._index += len(batch)
         return batch
 
     def next_awake(self) -> datetime.datetime | None:
@@ -155,6 +171,9 @@ class _IterPartition(StatefulSourcePartition[X, int]):
 
     def snapshot(self) -> int:
         return self._index
+
+
+_MARKERS = frozenset({TestingSource.EOF, TestingSource.ABORT, TestingSource.PAUSE})
 
 
 class TestingSink(DynamicSink[X]):

@@ -35,6 +35,7 @@ import builtins as _builtins
 import dataclasses
 import datetime
 import itertools
+from collections import Counter
 from collections.abc import Callable, Iterable
 from operator import add
 from typing import Any, Generic, Literal, TypeVar, cast
@@ -736,14 +737,15 @@ def count_final(step_id: str, up: Stream[X], key: Callable[[X], str]) -> KeyedSt
 
     def prepare(step_id: str) -> BatchFn:
         def fn(epoch: int, items: list[Any]) -> list[Any]:
-            keys = list(_builtins.map(key, items))
-            if list(_builtins.map(type, keys)).count(str) != len(keys):
-                bad = next(k for k in keys if type(k) is not str)
+            # counted per batch in C: one (key, n) per distinct key leaves the batch
+            counts = Counter(_builtins.map(key, items))
+            if list(_builtins.map(type, counts)).count(str) != len(counts):
+                bad = next(k for k in counts if type(k) is not str)
                 raise TypeError(
                     f"the key function of step {step_id!r} must return a str, got "
                     f"{type(bad).__name__} {bad!r}"
                 )
-            return list(zip(keys, itertools.repeat(1)))
+            return list(counts.items())
 
         return fn
 

@@ -67,6 +67,7 @@ from typing import Any, Generic, TypeVar
 from timelypy.communication.codec import register_marked
 from timelypy.errors import FlowError
 from timelypy.flow._graph import KeyedSpec
+from timelypy.flow._windows import TOMBSTONES, WindowsLogic
 from timelypy.flow.dataflow import KeyedStream, Stream
 from timelypy.flow.operators import (
     JoinEmitMode,
@@ -113,8 +114,6 @@ UTC = datetime.UTC
 UTC_MIN = datetime.datetime.min.replace(tzinfo=UTC)
 #: The latest aware datetime: the watermark at the end of the input.
 UTC_MAX = datetime.datetime.max.replace(tzinfo=UTC)
-#: How many forgotten keys' last watermarks a worker keeps per step (oldest dropped first).
-TOMBSTONES = 65_536
 _ZERO = datetime.timedelta(0)
 
 
@@ -647,8 +646,6 @@ def window(
 
     The general windowing operator; the others are made with it.
     """
-    from timelypy.flow._windows import WindowsLogic
-
     _check_clock_windower(step_id, clock, windower)
     _callable(builder, "builder", step_id, "window")
     flow = _flow(up, step_id, "window")
