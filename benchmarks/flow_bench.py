@@ -98,7 +98,9 @@ not have and that is charged to timelypy here. ``GRAPH_ITEMS`` is
   the same file line by line and counts in a dict. The chain and the graph
   are compared from memory, on the same list of lines, with seed 004's
   steps (``initial_count`` and ``add``, as in ``wordcount_1_epoch``):
-  ``timelypy chain`` is ``wordcount_flow`` with ``run`` (one epoch),
+  ``timelypy chain`` is ``wordcount_flow`` with ``run`` (one epoch; its
+  ``capture`` writes to a list, as the graph's sink does, so both forms
+  are compared on their engines rather than on ``run`` yielding each item),
   ``timelypy memory`` the same steps as a graph (``map``, ``flat_map``,
   ``map``, ``reduce_final(add)``) from a ``TestingSource``, and ``bytewax
   memory`` that graph in bytewax from ``list_source``. Their "vs plain" is
@@ -116,7 +118,7 @@ not have and that is charged to timelypy here. ``GRAPH_ITEMS`` is
 - ``stateful_map_graph``: ``op.stateful_map("running", items,
   running_count)`` over ``(word, 1)`` for the first ``GRAPH_ITEMS`` words;
   ``timelypy chain`` is ``stateful_map_flow`` with ``run`` on the same
-  items as ``(0, item)`` pairs; ``plain`` is a dict loop calling
+  items as ``(0, item)`` pairs, capturing to a list; ``plain`` is a dict loop calling
   ``running_count(states.get(key), value)`` that emits ``(key, count)`` as the
   graph does (``stateful_map``'s ``plain`` also wraps each in ``(0, ...)``).
 - ``branch_merge``: the ints ``0..GRAPH_ITEMS-1``; ``op.branch`` on
@@ -352,6 +354,33 @@ def map_flow() -> Dataflow:
 def timelypy_run(make: Callable[[], Dataflow], pairs: Sequence[Any]) -> list[Any]:
     """``list(run(flow, pairs))`` on one worker."""
     return list(run(make(), pairs))
+
+
+def timelypy_chain_sink(make: Callable[[], Dataflow], pairs: Sequence[Any]) -> list[Any]:
+    """The chain ``make()`` builds, its ``capture()`` writing to a list (as the graph's sink does).
+
+    ``run``'s caller then reads nothing: the chain and the graph are
+    compared on their engines, not on ``run`` handing over each item.
+    """
+    from timelypy.flow.outputs import TestingOutputConfig
+
+    flow = make()
+    sink: list[Any] = []
+    steps = flow.steps
+    assert steps[-1].operator == "capture"
+    chain = Dataflow()
+    for step in steps[:-1]:
+        getattr(chain, step.operator)(*_chain_args(step))
+    chain.capture(TestingOutputConfig(sink))
+    run(chain, pairs).wait()
+    return sink
+
+
+def _chain_args(step: Any) -> tuple[Any, ...]:
+    """The arguments that rebuild a chain step (``map(f)``, ``stateful_map(id, b, m)``...)."""
+    if step.operator in ("stateful_map", "reduce"):
+        return (step.step_id, *step.logic)
+    return step.logic
 
 
 def timelypy_cluster(
@@ -709,7 +738,7 @@ def graph_workloads(
             "plain": lambda: fg.plain_wordcount_file(path),
             "timelypy": lambda: fg.timelypy_file("wordcount_file", by_word, path),
             "timelypy memory": lambda: fg.timelypy_memory("wordcount_memory", seed, lines),
-            "timelypy chain": lambda: timelypy_run(wordcount_flow, pairs),
+            "timelypy chain": lambda: timelypy_chain_sink(wordcount_flow, pairs),
         }
         norm = dict.fromkeys(cands, from_keyed(0))
         norm["timelypy chain"] = from_pairs
@@ -754,7 +783,7 @@ def graph_workloads(
         cands = {
             "plain": lambda: fg.plain_running_count(keyed),
             "timelypy": lambda: fg.timelypy_memory("stateful_map", running, keyed),
-            "timelypy chain": lambda: timelypy_run(stateful_map_flow, keyed_pairs),
+            "timelypy chain": lambda: timelypy_chain_sink(stateful_map_flow, keyed_pairs),
         }
         norm = {"plain": from_keyed(0), "timelypy": from_keyed(0), "timelypy chain": from_pairs}
         if bytewax:

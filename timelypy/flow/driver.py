@@ -38,6 +38,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import islice
+from operator import itemgetter
 from typing import Any
 
 from timelypy.dataflow.builder import OperatorBuilder
@@ -102,6 +104,7 @@ PULL_SECONDS = 0.01
 
 log = logging.getLogger("timelypy.flow")
 
+_first, _second = itemgetter(0), itemgetter(1)
 #: What ``next(source, _ENDED)`` returns once a reader's source has nothing more.
 _ENDED = object()
 #: Steps a worker takes after a read while its outputs lag its input, at most.
@@ -110,6 +113,8 @@ CATCH_UP_STEPS = 4
 GC_SECONDS = 30.0
 #: How many advanced-past epochs may be incomplete before a worker stops reading.
 MAX_OPEN_EPOCHS = 64
+#: A chunk of pairs read faster than this doubles the next chunk (slower: halves it).
+FAST_CHUNK_SECONDS = 0.001
 #: Seconds an aborting worker waits for the epochs before the abort to complete, at most.
 ABORT_DRAIN_SECONDS = 10.0
 #: Seconds of system time an epoch of a stream-graph source lasts, by default.
@@ -139,6 +144,7 @@ class _Reader:
 
     __slots__ = (
         "cap",
+        "chunk",
         "done",
         "epoch",
         "name",
@@ -167,6 +173,8 @@ class _Reader:
                 f"(a generator yielding AdvanceTo and Emit), got {source!r}"
             ) from None
         self.pairs = pairs
+        #: how many pairs a read takes at once (it adapts to the source's pace)
+        self.chunk = 1
         #: the input operator's output this reader sends on
         self.out: OperatorOutput[Any] | None = None
         self.cap: Capability | None = None
@@ -250,15 +258,65 @@ class _Reader:
                 log.debug("closing %s raised", self._where(), exc_info=True)
 
     def _pull_pairs(self, output: OperatorOutput[Any], limit: int) -> None:
+        """Read pairs in chunks (``islice``, in C) whose size adapts to the source's pace.
+
+        A chunk whose pairs all have the reader's current epoch, the common
+        case, is split in two C passes; any other goes pair by pair.  Chunks
+        double while they take under :data:`FAST_CHUNK_SECONDS` (up to
+        ``limit``) and halve when slower, so a slow source is read a pair at
+        a time and its items flow on at once.
+        """
+        cap = self.cap
+        assert cap is not None
+        batch: list[Any] = []
+        count = 0
+        clock = time.monotonic
+        deadline = clock() + PULL_SECONDS
+        source = self.source
+        size = self.chunk
+        while True:
+            started = clock()
+            wanted = min(size, limit - count)
+            chunk = list(islice(source, wanted))
+            n = len(chunk)
+            epoch = self.epoch
+            try:
+                uniform = (
+                    list(map(len, chunk)).count(2) == n
+                    and list(map(_first, chunk)).count(epoch) == n
+                )
+            except TypeError:
+                uniform = False
+            if uniform:
+                batch += map(_second, chunk)
+            else:
+                batch = self._take_pairs(chunk, output, batch)
+            count += n
+            now = clock()
+            if n < wanted:
+                self.done = True
+                break
+            if now - started < FAST_CHUNK_SECONDS:
+                if size < limit:
+                    size *= 2
+            elif size > 1:
+                size //= 2
+            if count >= limit or now > deadline:
+                break
+        self.chunk = size
+        if batch:
+            output.give_batch(cap, batch)
+            self.reached = self.epoch
+
+    def _take_pairs(
+        self, chunk: list[Any], output: OperatorOutput[Any], batch: list[Any]
+    ) -> list[Any]:
+        """Pairs one at a time: epochs change, pairs before the resume epoch are skipped."""
         cap = self.cap
         assert cap is not None
         epoch = self.epoch
-        batch: list[Any] = []
-        count = 0
         resume = self.resume
-        clock = time.monotonic
-        deadline = clock() + PULL_SECONDS
-        for pair in self.source:
+        for pair in chunk:
             try:
                 at, item = pair
             except (TypeError, ValueError):
@@ -278,14 +336,7 @@ class _Reader:
                     epoch = at
             if at >= resume:
                 batch.append(item)
-            count += 1
-            if count >= limit or clock() > deadline:
-                break
-        else:
-            self.done = True
-        if batch:
-            output.give_batch(cap, batch)
-            self.reached = self.epoch
+        return batch
 
     def _batch_items(self, items: Any) -> list[Any]:
         """An ``EmitBatch``'s items as a list: any iterable of items, but not one value."""

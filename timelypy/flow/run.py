@@ -236,36 +236,38 @@ class FlowRun(Iterator[tuple[int, Any]]):
         self._thread = threading.Thread(target=body, name="timelypy-flow", daemon=True)
         self._closed = False
         self._thread.start()
-        self._epoch = 0
-        self._batch: Iterator[Any] = iter(())
+        self._items: Iterator[tuple[int, Any]] | None = None
 
-    def __iter__(self) -> FlowRun:
-        return self
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        # a generator: resuming one costs less than a __next__ call per item
+        self._reading = True
+        if self._items is None:
+            self._items = self._generate()
+        return self._items
 
     def __next__(self) -> tuple[int, Any]:
-        self._reading = True
-        while True:
-            for item in self._batch:
-                return self._epoch, item
-            if self._closed:
-                raise StopIteration
-            message = self._captured.get(0.25)
+        return next(iter(self))
+
+    def _generate(self) -> Iterator[tuple[int, Any]]:
+        captured = self._captured
+        while not self._closed:
+            message = captured.get(0.25)
             if message is _EMPTY:
                 continue
             if message is _DONE:
                 self.close()
-                raise StopIteration
+                return
             if isinstance(message, BaseException):
                 self.close()
                 if isinstance(message, FlowCancelled):
-                    raise StopIteration
+                    return
                 raise message
-            self._epoch, items = message
-            self._batch = iter(items)
+            epoch, items = message
+            for item in items:
+                yield epoch, item
 
     def wait(self) -> None:
         """Run the flow to its end, discarding the items not read yet; raise its error."""
-        self._batch = iter(())
         while not self._closed:
             message = self._captured.get(0.25)
             if message is _EMPTY:
@@ -281,7 +283,8 @@ class FlowRun(Iterator[tuple[int, Any]]):
             return
         self._closed = True
         self._cancelled.set()
-        self._thread.join(5.0)
+        if threading.current_thread() is not self._thread:  # (a collection in the flow's thread)
+            self._thread.join(5.0)
         self._watching.set()
         _reap(self._children)
 

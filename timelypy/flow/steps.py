@@ -349,22 +349,24 @@ def keyed_step(stream: Stream[Any], step: Step, state: StepState) -> Stream[Any]
         builder, mapper = step.logic
 
         def apply(epoch: int, items: list[Any]) -> list[Any]:
-            out = []
-            get = states.get
+            out: list[Any] = []
+            # locals, not closure cells or attribute lookups, in the per-item loop
+            get, pop, append, table = states.get, states.pop, out.append, states
+            build, map_state, missing = builder, mapper, _MISSING
             key: Any = None
             result: Any = _MISSING
             try:
                 for key, value in items:
-                    current = get(key, _MISSING)
-                    if current is _MISSING:
-                        current = builder(key)
-                    result = mapper(current, value)
+                    current = get(key, missing)
+                    if current is missing:
+                        current = build(key)
+                    result = map_state(current, value)
                     new, output = result
                     if new is None:
-                        states.pop(key, None)
+                        pop(key, None)
                     else:
-                        states[key] = new
-                    out.append((key, output))
+                        table[key] = new
+                    append((key, output))
             except Exception as exc:
                 if result is not _MISSING and (type(result) is not tuple or len(result) != 2):
                     raise FlowError(
