@@ -9,6 +9,7 @@ whose windows closed must be gone.
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -256,3 +257,64 @@ def test_collect_into_set_and_dict_and_join_window():
     assert dicts == [("k", (0, {"x": t, "y": t}))]
     assert joined == [("k", (0, ((t, 1), (t, "B"))))]
     assert operators.windowing is w
+
+
+def jittered(seed: int, n: int = 200) -> list[tuple[str, tuple[datetime, int]]]:
+    """Timestamps that wander back and forth by a few seconds: sessions bridge and merge."""
+    rng = random.Random(seed)
+    t, out = 100, []
+    for i in range(n):
+        t += rng.choice([0, 3, 6, 12, 25]) - rng.choice([0, 0, 5, 9])
+        out.append((rng.choice("ab"), (ALIGN + timedelta(seconds=max(t, 0)), i)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_fast_path_gives_every_event_the_general_engine_gives(seed):
+    """Built-in clocks, windowers and folds run in microseconds; same events, same order."""
+    from timelypy.flow._fast_windows import FastWindowsLogic, fast_path
+    from timelypy.flow._windows import WindowsLogic
+
+    rng = random.Random(seed)
+    now = [ALIGN]
+    clock = w.EventClock(_at, timedelta(seconds=rng.choice([0, 2, 7])), now_getter=lambda: now[0])
+    windower = rng.choice(
+        [
+            w.TumblingWindower(timedelta(seconds=10), ALIGN),
+            w.SlidingWindower(timedelta(seconds=10), timedelta(seconds=3), ALIGN),
+            w.SessionWindower(timedelta(seconds=rng.choice([0, 4, 9]))),
+        ]
+    )
+    ordered = rng.random() < 0.5
+
+    def folder(acc: list[int], value: Any) -> list[int]:
+        return [*acc, value[1]]
+
+    def merger(a: list[int], b: list[int]) -> list[int]:
+        return a + b  # not commutative: the order of merges shows
+
+    def make(state: Any) -> Any:
+        return w._FoldLogic(folder, merger, [] if state is None else state)
+
+    make.fold = (list, folder, merger)  # type: ignore[attr-defined]
+    assert fast_path(clock, windower, make)
+    general = WindowsLogic(clock, windower, make, ordered, "s")
+    fast = FastWindowsLogic(clock, windower, make.fold, ordered, "s")
+    values = events(seed, 200) if seed % 2 else jittered(seed)
+    for start in range(0, len(values), 7):
+        batch = values[start : start + 7]
+        assert general.apply(0, batch) == fast.apply(0, batch)
+        if rng.random() < 0.3:
+            # the clock moves on; every key with an open window or a queue is woken
+            # (the engines schedule wake-ups differently: the fast path when the
+            # watermark will reach the window, the general one at its close time)
+            now[0] += timedelta(seconds=rng.choice([1, 5, 20]))
+            assert (general.wake() is None) == (fast.wake() is None)
+            later = time.time() + 10**6 * (start + 1)  # past any wake-up either asked for
+            woken = [general.notify(later), fast.notify(later)]
+            assert woken[0][1] == woken[1][1]  # the same keys (in another order)
+            assert sorted(map(repr, woken[0][0])) == sorted(map(repr, woken[1][0]))
+    for key in "abcd":
+        assert (general.snapshot(key) is None) == (fast.snapshot(key) is None)
+    assert general.eof() == fast.eof()
+    assert general.keys == {} and fast.keys == {}

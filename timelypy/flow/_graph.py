@@ -189,6 +189,10 @@ class GraphBuilder:
             stream = combine_epoch(stream, f"{step_id}.local", local, Pipeline(), None, check=True)
             check = _no_check
         logic = spec.make(step_id)
+        if len(step.outs) == 3 and hasattr(logic, "emit_late"):
+            # a window step: what nobody reads is not made
+            logic.emit_late = self.flow.consumers(step.outs[1]) > 0
+            logic.emit_meta = self.flow.consumers(step.outs[2]) > 0
         recovery = self.runner.recovery
         snapshots = None
         if recovery is not None:

@@ -35,6 +35,8 @@ __all__ = ["DOWN", "LATE", "META", "TOMBSTONES", "KeyWindows", "WindowsLogic", "
 
 #: How many forgotten keys' last watermarks a worker keeps per step (oldest dropped first).
 TOMBSTONES = 65_536
+#: Seconds before a key woken too early (its watermark short of its window) is woken again.
+NOTIFY_BACKOFF = 0.05
 #: An event's kind: a window's result, a late value, a closed window's metadata.
 DOWN, LATE, META = 0, 1, 2
 _UTC = datetime.UTC
@@ -207,6 +209,11 @@ class WindowsLogic(KeyedLogic):
             self._advance(state, state.clock.on_notify())
             self._flush(key, state, out)
             self._settle(key, state)
+            again = self.timers.at.get(key)
+            if again is not None and again <= now:
+                # the watermark has not reached the window yet (an event clock that
+                # waits): look again a little later, not at once
+                self.timers.set(key, now + NOTIFY_BACKOFF)
         return out, set(keys)
 
     def eof(self) -> tuple[list[tuple[str, Any]], set[str]]:

@@ -1,0 +1,421 @@
+"""The windowing operators' fast path: built-in clocks, windowers and folds, in microseconds.
+
+:class:`FastWindowsLogic` gives exactly what
+:class:`~timelypy.flow._windows.WindowsLogic` gives for the common case --
+a :class:`~timelypy.flow.operators.windowing.SystemClock` or an
+:class:`~timelypy.flow.operators.windowing.EventClock` whose
+``to_system_utc`` is the default, a tumbling, sliding or session windower,
+and a fold (``fold_window`` and everything built on it) -- without a clock,
+windower and window-logic object per key: a key's state is one
+:class:`FastKey` holding its watermark and its windows' accumulators, and
+times are whole microseconds since 1970 (ints), not datetimes.  The tests
+run both engines on the same random streams and compare every event.
+
+One thing differs, on purpose: when a key is woken.  The general engine
+wakes a key at ``to_system_utc(close time)``, as bytewax does; with an
+event clock that waits, the watermark is then still short of the window,
+so it looks again :data:`~timelypy.flow._windows.NOTIFY_BACKOFF` later.
+The fast path computes when the key's watermark, which moves on with the
+clock's time, will reach the window, and wakes it then.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Callable
+from typing import Any
+
+from timelypy.errors import FlowError
+from timelypy.flow._keyed import KeyedLogic, _Timers
+from timelypy.flow._windows import DOWN, LATE, META, TOMBSTONES
+
+__all__ = ["FastKey", "FastWindowsLogic", "fast_path"]
+
+_UTC = datetime.UTC
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=_UTC)
+_US = datetime.timedelta(microseconds=1)
+_NEG = float("-inf")
+_POS = float("inf")
+_MISSING: Any = object()
+
+
+def _us(at: datetime.datetime) -> int:
+    return (at - _EPOCH) // _US
+
+
+def _dt(us: float) -> datetime.datetime:
+    if us == _POS:
+        return datetime.datetime.max.replace(tzinfo=_UTC)
+    if us == _NEG:
+        return datetime.datetime.min.replace(tzinfo=_UTC)
+    return _EPOCH + datetime.timedelta(microseconds=us)
+
+
+def fast_path(clock: Any, windower: Any, builder: Any) -> bool:
+    """Whether ``clock``, ``windower`` and the window logic of ``builder`` have the fast path."""
+    from timelypy.flow.operators import windowing as w
+
+    if type(clock) is w.EventClock:
+        if clock.to_system_utc is not w._identity:
+            return False
+    elif type(clock) is not w.SystemClock:
+        return False
+    if type(windower) not in (w.TumblingWindower, w.SlidingWindower, w.SessionWindower):
+        return False
+    return getattr(builder, "fold", None) is not None
+
+
+class FastKey:
+    """One key's windows: its clock, open windows and queue, in microseconds."""
+
+    __slots__ = (
+        "accs",
+        "base",
+        "floor",
+        "max_id",
+        "merges",
+        "open",
+        "queue",
+        "system",
+        "watermark",
+    )
+
+    def __init__(self, now: int, floor: float) -> None:
+        #: an event clock's largest timestamp seen, minus the wait (-inf: none yet)
+        self.base: float = _NEG
+        #: the system time at which ``base`` was set
+        self.system = now
+        #: the watermark so far
+        self.watermark = floor
+        #: the watermark of the key's forgotten state (values before it are late)
+        self.floor = floor
+        #: window ID -> accumulator (tumbling, sliding); for sessions window ID ->
+        #: [open, close, merged IDs]
+        self.open: dict[int, Any] = {}
+        #: sessions: window ID -> accumulator (a merged session's until its merge is done)
+        self.accs: dict[int, Any] = {}
+        #: on-time values the watermark has not passed: (timestamp, value)
+        self.queue: list[tuple[int, Any]] = []
+        #: sessions: the largest session ID given out; merges to report
+        self.max_id = -1
+        self.merges: list[tuple[int, int]] = []
+
+
+class FastWindowsLogic(KeyedLogic):
+    """:class:`~timelypy.flow._windows.WindowsLogic`'s results, faster (see the module doc)."""
+
+    what = "the window logic"
+
+    def __init__(
+        self,
+        clock: Any,
+        windower: Any,
+        fold: tuple[Callable[[], Any], Callable[[Any, Any], Any], Callable[[Any, Any], Any]],
+        ordered: bool,
+        step_id: str,
+        tombstones: int | None = None,
+    ) -> None:
+        from timelypy.flow.operators import windowing as w
+
+        self.step_id = step_id
+        self.ordered = ordered
+        self.event = type(clock) is w.EventClock
+        self.now_getter: Callable[[], datetime.datetime] = (
+            clock.now_getter if self.event else w._utc_now
+        )
+        self.ts_getter: Callable[[Any], datetime.datetime] | None = (
+            clock.ts_getter if self.event else None
+        )
+        self.wait = clock.wait_for_system_duration // _US if self.event else 0
+        self.session = type(windower) is w.SessionWindower
+        if self.session:
+            self.gap = windower.gap // _US
+            self.length = self.offset = self.align = 0
+        else:
+            self.gap = 0
+            self.length = windower.length // _US
+            self.offset = (
+                windower.offset if type(windower) is w.SlidingWindower else windower.length
+            ) // _US
+            self.align = _us(windower.align_to)
+        self.builder, self.folder, self.merger = fold
+        self.keys: dict[str, FastKey] = {}
+        self.timers = _Timers()
+        self.tombstones: dict[str, float] = {}
+        self.capacity = TOMBSTONES if tombstones is None else tombstones
+        self._now = self._system_now()
+        #: whether anyone reads the late and meta streams (GraphBuilder says)
+        self.emit_late = self.emit_meta = True
+        #: tumbling and sliding windows' metadata, the same for every key
+        self._metas: dict[int, Any] = {}
+
+    def _system_now(self) -> int:
+        return _us(self.now_getter())
+
+    # -- one key --------------------------------------------------------------------
+
+    def _key(self, key: str) -> FastKey:
+        state = self.keys.get(key)
+        if state is None:
+            state = self.keys[key] = FastKey(self._now, self.tombstones.pop(key, _NEG))
+        return state
+
+    def _ids(self, at: int) -> range:
+        since = at - self.align
+        return range((since - self.length) // self.offset + 1, since // self.offset + 1)
+
+    def _insert(self, key: str, state: FastKey, at: int, value: Any) -> None:
+        folder = self.folder
+        opened = state.open
+        if not self.session:
+            builder = self.builder
+            for window_id in self._ids(at):
+                acc = opened.get(window_id, _MISSING)
+                opened[window_id] = folder(builder() if acc is _MISSING else acc, value)
+            return
+        gap = self.gap
+        accs = state.accs
+        for window_id, session in opened.items():
+            start, end = session[0], session[1]
+            if start <= at <= end:
+                accs[window_id] = folder(accs[window_id], value)
+                return
+            if 0 < start - at <= gap:
+                session[0] = at
+                self._merge_sessions(state)
+                accs[window_id] = folder(accs[window_id], value)
+                return
+            if 0 < at - end <= gap:
+                session[1] = at
+                self._merge_sessions(state)
+                accs[window_id] = folder(accs[window_id], value)
+                return
+        state.max_id += 1
+        opened[state.max_id] = [at, at, set()]
+        accs[state.max_id] = folder(self.builder(), value)
+
+    def _merge_sessions(self, state: FastKey) -> None:
+        """Sessions within the gap of each other become the one that opened first.
+
+        Their accumulators merge when the flush's values are all in (as the
+        general engine's window logics do), in the order the merges happened.
+        """
+        opened = state.open
+        if len(opened) < 2:
+            return
+        ordered = sorted(opened.items(), key=lambda item: item[1][0])
+        last_id, last = ordered[0]
+        for this_id, this in ordered[1:]:
+            if this[0] - last[1] <= self.gap:
+                last[1] = max(last[1], this[1])
+                last[2].add(this_id)
+                state.merges.append((this_id, last_id))
+                del opened[this_id]
+            else:
+                last_id, last = this_id, this
+
+    def _flush(self, key: str, state: FastKey, out: list[Any]) -> None:
+        watermark = state.watermark
+        queue = state.queue
+        if queue:
+            if self.ordered:
+                due = [entry for entry in queue if entry[0] <= watermark]
+                if due:
+                    state.queue = [entry for entry in queue if entry[0] > watermark]
+                    due.sort(key=_first)
+            else:
+                due, state.queue = queue, []
+            for at, value in due:
+                self._insert(key, state, at, value)
+        if state.merges:
+            accs, merger = state.accs, self.merger
+            for original, into in state.merges:
+                if original != into:
+                    merged = accs.pop(original)
+                    accs[into] = merger(accs[into], merged)
+            state.merges.clear()
+        opened = state.open
+        if not opened:
+            return
+        if self.session:
+            limit = watermark - self.gap
+            closed = [wid for wid, session in opened.items() if session[1] < limit]
+            for window_id in closed:
+                start, end, merged_ids = opened.pop(window_id)
+                out.append((key, (DOWN, window_id, state.accs.pop(window_id))))
+                if self.emit_meta:
+                    out.append((key, (META, window_id, _meta(start, end, merged_ids))))
+            return
+        align, offset, length = self.align, self.offset, self.length
+        closed = [wid for wid in opened if align + wid * offset + length <= watermark]
+        emit_meta, metas = self.emit_meta, self._metas
+        for window_id in closed:
+            out.append((key, (DOWN, window_id, opened.pop(window_id))))
+            if emit_meta:
+                meta = metas.get(window_id)
+                if meta is None:
+                    if len(metas) >= 4096:
+                        metas.clear()
+                    start = align + window_id * offset
+                    meta = metas[window_id] = _meta(start, start + length, set())
+                out.append((key, (META, window_id, meta)))
+
+    def _settle(self, key: str, state: FastKey) -> None:
+        if not state.open and not state.queue:
+            del self.keys[key]
+            self.timers.set(key, None)
+            tombstones = self.tombstones
+            tombstones[key] = state.watermark
+            if len(tombstones) > self.capacity:
+                del tombstones[next(iter(tombstones))]
+            return
+        when: float | None = None
+        opened = state.open
+        if opened:
+            if self.session:
+                when = min(session[1] for session in opened.values()) + self.gap
+            else:
+                when = self.align + min(opened) * self.offset + self.length
+        if self.ordered and state.queue:
+            first = min(entry[0] for entry in state.queue)
+            when = first if when is None else min(when, first)
+        if when is None:
+            self.timers.set(key, None)
+            return
+        # the system time at which the key's watermark reaches ``when``: the clock's
+        # time runs on with the system's (an event clock's watermark moves with it)
+        mark = self._clock_now(state) if self.event else self._now
+        if self.session:
+            when += 1  # a session closes once the watermark is past its close + gap
+        self.timers.set(key, time.time() + max(0.0, (when - mark) / 1_000_000))
+
+    def _clock_now(self, state: FastKey) -> float:
+        """An event clock's watermark now (its largest timestamp, moved on by system time)."""
+        return state.base + (self._now - state.system)
+
+    # -- KeyedLogic -----------------------------------------------------------------
+
+    def apply(self, epoch: int, items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        now = self._system_now()
+        if now > self._now:
+            self._now = now
+        now = self._now
+        groups: dict[str, list[Any]] = {}
+        for key, value in items:
+            values = groups.get(key)
+            if values is None:
+                groups[key] = [value]
+            else:
+                values.append(value)
+        out: list[Any] = []
+        append = out.append
+        event, ts_getter, wait = self.event, self.ts_getter, self.wait
+        for key, values in groups.items():
+            state = self._key(key)
+            queue = state.queue
+            watermark = state.watermark
+            for value in values:
+                if event:
+                    assert ts_getter is not None
+                    at_dt = ts_getter(value)
+                    try:
+                        at = (at_dt - _EPOCH) // _US
+                    except TypeError:
+                        raise FlowError(
+                            f"the ts_getter of an EventClock must return an aware datetime "
+                            f"(with a tzinfo), got {at_dt!r} for {value!r}"
+                        ) from None
+                    current = state.base + (now - state.system)
+                    base = at - wait
+                    if base > current:
+                        state.base, state.system = base, now
+                        mark: float = base
+                    else:
+                        mark = current
+                else:
+                    at = now
+                    mark = now
+                if mark > watermark:
+                    watermark = mark
+                if watermark < state.floor:
+                    watermark = state.floor
+                if at < watermark:
+                    if not self.emit_late:
+                        continue
+                    if self.session:
+                        append((key, (LATE, -1, value)))
+                    else:
+                        for window_id in self._ids(at):
+                            append((key, (LATE, window_id, value)))
+                else:
+                    queue.append((at, value))
+            state.watermark = watermark
+            self._flush(key, state, out)
+            self._settle(key, state)
+        return out
+
+    def wake(self) -> float | None:
+        return self.timers.first()
+
+    def notify(self, now: float) -> tuple[list[tuple[str, Any]], set[str]]:
+        system = self._system_now()
+        if system > self._now:
+            self._now = system
+        out: list[Any] = []
+        keys = self.timers.due(now)
+        for key in keys:
+            state = self.keys.get(key)
+            if state is None:
+                continue
+            mark = self._clock_now(state) if self.event else self._now
+            if mark > state.watermark:
+                state.watermark = mark
+            self._flush(key, state, out)
+            self._settle(key, state)
+        return out, set(keys)
+
+    def eof(self) -> tuple[list[tuple[str, Any]], set[str]]:
+        out: list[Any] = []
+        keys = sorted(self.keys)
+        for key in keys:
+            state = self.keys[key]
+            state.watermark = _POS
+            self._flush(key, state, out)
+            self._settle(key, state)
+        return out, set(keys)
+
+    def snapshot(self, key: str) -> Any:
+        state = self.keys.get(key)
+        if state is None:
+            return None
+        return (
+            "fast",
+            state.base,
+            state.system,
+            state.watermark,
+            state.floor,
+            dict(state.open),
+            list(state.queue),
+            state.max_id,
+            dict(state.accs),
+        )
+
+    def restore(self, states: dict[str, Any]) -> None:
+        for key, snap in states.items():
+            _, base, system, watermark, floor, opened, queue, max_id, accs = snap
+            state = FastKey(system, floor)
+            state.base, state.watermark = base, watermark
+            state.open, state.queue, state.max_id, state.accs = opened, queue, max_id, accs
+            self.keys[key] = state
+            self._settle(key, state)
+
+
+def _first(entry: tuple[int, Any]) -> int:
+    return entry[0]
+
+
+def _meta(start: float, end: float, merged: set[int]) -> Any:
+    from timelypy.flow.operators.windowing import WindowMetadata
+
+    return WindowMetadata(_dt(start), _dt(end), set(merged))
