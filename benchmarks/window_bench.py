@@ -67,6 +67,13 @@ Candidates:
   WindowMetadata))``) each to a ``TestingSink``, run with
   ``bytewax.testing.run_main`` (one worker). The window ids are mapped to
   their metadata (open and close time) to compare.
+- ``timelypy graph``: that bytewax program with its imports renamed to
+  ``timelypy.flow`` (``operators.windowing.fold_window(..., ordered=False)``
+  on the stream graph, a ``TestingSource`` of 1,000-event batches, the
+  clock's default ``to_system_utc``: timelypy's windows wake a key when its
+  watermark will reach a window, so a frozen clock needs nothing more), run
+  with ``timelypy.flow.testing.run_main``; ``timelypy graph ordered`` with
+  ``ordered=True``. Their goal is the same 3x.
 - ``bytewax ordered``: the same with bytewax's default ``ordered=True``
   (values are queued and folded in timestamp order once the watermark
   passes them), for scale. The goal is judged against ``bytewax``.
@@ -427,6 +434,40 @@ def bytewax_windows(
     return down, meta
 
 
+def graph_windows(
+    name: str, events: Sequence[Event], *, ordered: bool = False
+) -> tuple[list[Any], list[Any]]:
+    """The stream graph's windows, written as :func:`bytewax_windows` is: ``.down``, ``.meta``.
+
+    The same program with ``timelypy.flow`` for ``bytewax``, and a
+    ``TestingSource`` of 1,000-event batches for the list source.
+    """
+    import timelypy.flow.operators as op
+    from timelypy.flow.dataflow import Dataflow as GraphFlow
+    from timelypy.flow.operators import windowing
+    from timelypy.flow.testing import TestingSink, TestingSource, run_main
+
+    windower = {
+        "tumbling": windowing.TumblingWindower(length=TUMBLE, align_to=ALIGN),
+        "sliding": windowing.SlidingWindower(
+            length=SLIDE_LENGTH, offset=SLIDE_OFFSET, align_to=ALIGN
+        ),
+        "session": windowing.SessionWindower(gap=GAP),
+    }[name]
+    down: list[Any] = []
+    meta: list[Any] = []
+    flow = GraphFlow(f"window_{name}")
+    s = op.input("inp", flow, TestingSource(events, 1000))
+    clock = windowing.EventClock(event_time, WAIT, now_getter=frozen_now)
+    out = windowing.fold_window(
+        "sum", s, clock, windower, zero, fold_sum, add_sums, ordered=ordered
+    )
+    op.output("down", out.down, TestingSink(down))
+    op.output("meta", out.meta, TestingSink(meta))
+    run_main(flow)
+    return down, meta
+
+
 # -- normalizing results: a multiset of (key, open, close, sum) -------------------
 
 
@@ -527,8 +568,11 @@ def build_workload(
         "timelypy": from_timelypy,
         "timelypy 1 epoch": from_timelypy,
     }
+    name = windowing.name
+    candidates["timelypy graph"] = lambda: graph_windows(name, events)
+    candidates["timelypy graph ordered"] = lambda: graph_windows(name, events, ordered=True)
+    normalize["timelypy graph"] = normalize["timelypy graph ordered"] = from_bytewax
     if bytewax:
-        name = windowing.name
         candidates["bytewax"] = lambda: bytewax_windows(name, events)
         candidates["bytewax ordered"] = lambda: bytewax_windows(name, events, ordered=True)
         normalize["bytewax"] = normalize["bytewax ordered"] = from_bytewax
@@ -542,7 +586,7 @@ def goal_rows(workloads: Sequence[FlowWorkload]) -> list[list[str]]:
     """The goal (timelypy >= 3x bytewax's throughput) per windower and timelypy layout."""
     rows = []
     for w in workloads:
-        for timely in ("timelypy", "timelypy 1 epoch"):
+        for timely in ("timelypy", "timelypy 1 epoch", "timelypy graph"):
             goal = f"{timely} >= {fmt_ratio(GOAL)} bytewax's events/s"
             if "bytewax" not in w.stats:
                 rows.append([w.name, goal, "bytewax not run", "n/a", "n/a"])

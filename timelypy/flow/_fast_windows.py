@@ -72,6 +72,7 @@ class FastKey:
     __slots__ = (
         "accs",
         "base",
+        "closes",
         "floor",
         "max_id",
         "merges",
@@ -97,6 +98,8 @@ class FastKey:
         self.accs: dict[int, Any] = {}
         #: on-time values the watermark has not passed: (timestamp, value)
         self.queue: list[tuple[int, Any]] = []
+        #: the watermark at which the key's first open window closes (None: to compute)
+        self.closes: float | None = _POS
         #: sessions: the largest session ID given out; merges to report
         self.max_id = -1
         self.merges: list[tuple[int, int]] = []
@@ -127,8 +130,13 @@ class FastWindowsLogic(KeyedLogic):
         self.ts_getter: Callable[[Any], datetime.datetime] | None = (
             clock.ts_getter if self.event else None
         )
-        self.wait = clock.wait_for_system_duration // _US if self.event else 0
+        self.wait: int = clock.wait_for_system_duration // _US if self.event else 0
         self.session = type(windower) is w.SessionWindower
+        #: in microseconds: a session's gap; windows' length, offset and alignment
+        self.gap: int
+        self.length: int
+        self.offset: int
+        self.align: int
         if self.session:
             self.gap = windower.gap // _US
             self.length = self.offset = self.align = 0
@@ -172,7 +180,15 @@ class FastWindowsLogic(KeyedLogic):
             builder = self.builder
             for window_id in self._ids(at):
                 acc = opened.get(window_id, _MISSING)
-                opened[window_id] = folder(builder() if acc is _MISSING else acc, value)
+                if acc is _MISSING:
+                    opened[window_id] = folder(builder(), value)
+                    closes = state.closes
+                    if closes is not None:
+                        end = self.align + window_id * self.offset + self.length
+                        if end < closes:
+                            state.closes = end
+                else:
+                    opened[window_id] = folder(acc, value)
             return
         gap = self.gap
         accs = state.accs
@@ -183,16 +199,21 @@ class FastWindowsLogic(KeyedLogic):
                 return
             if 0 < start - at <= gap:
                 session[0] = at
+                state.closes = None
                 self._merge_sessions(state)
                 accs[window_id] = folder(accs[window_id], value)
                 return
             if 0 < at - end <= gap:
                 session[1] = at
+                state.closes = None
                 self._merge_sessions(state)
                 accs[window_id] = folder(accs[window_id], value)
                 return
         state.max_id += 1
         opened[state.max_id] = [at, at, set()]
+        closes = state.closes
+        if closes is not None and at + gap + 1 < closes:
+            state.closes = at + gap + 1
         accs[state.max_id] = folder(self.builder(), value)
 
     def _merge_sessions(self, state: FastKey) -> None:
@@ -238,6 +259,12 @@ class FastWindowsLogic(KeyedLogic):
         opened = state.open
         if not opened:
             return
+        closes = state.closes
+        if closes is None:
+            closes = state.closes = self._next_close(state)
+        if watermark < closes:
+            return  # nothing closes: one comparison per key and batch
+        state.closes = None
         if self.session:
             limit = watermark - self.gap
             closed = [wid for wid, session in opened.items() if session[1] < limit]
@@ -261,7 +288,24 @@ class FastWindowsLogic(KeyedLogic):
                     meta = metas[window_id] = _meta(start, start + length, set())
                 out.append((key, (META, window_id, meta)))
 
-    def _settle(self, key: str, state: FastKey) -> None:
+    def _next_close(self, state: FastKey) -> float:
+        """The watermark at which the key's first open window closes."""
+        opened = state.open
+        if not opened:
+            return _POS
+        if self.session:  # a session closes once the watermark is past its end + gap
+            first: int = min(session[1] for session in opened.values())
+            return first + self.gap + 1
+        return self.align + min(opened) * self.offset + self.length
+
+    def _settle(self, key: str, state: FastKey, wall: float) -> None:
+        """Forget the key if nothing is open; else make sure it is woken in time.
+
+        ``wall`` is the system time now (POSIX seconds).  The key is woken at
+        the system time its watermark, which runs on with the clock, reaches
+        its first close (or its first queued value); a timer set earlier
+        stays (it finds nothing and sets this one).
+        """
         if not state.open and not state.queue:
             del self.keys[key]
             self.timers.set(key, None)
@@ -270,25 +314,20 @@ class FastWindowsLogic(KeyedLogic):
             if len(tombstones) > self.capacity:
                 del tombstones[next(iter(tombstones))]
             return
-        when: float | None = None
-        opened = state.open
-        if opened:
-            if self.session:
-                when = min(session[1] for session in opened.values()) + self.gap
-            else:
-                when = self.align + min(opened) * self.offset + self.length
+        when = state.closes
+        if when is None:
+            when = state.closes = self._next_close(state)
         if self.ordered and state.queue:
             first = min(entry[0] for entry in state.queue)
-            when = first if when is None else min(when, first)
-        if when is None:
-            self.timers.set(key, None)
+            if first < when:
+                when = first
+        if when == _POS:
             return
-        # the system time at which the key's watermark reaches ``when``: the clock's
-        # time runs on with the system's (an event clock's watermark moves with it)
         mark = self._clock_now(state) if self.event else self._now
-        if self.session:
-            when += 1  # a session closes once the watermark is past its close + gap
-        self.timers.set(key, time.time() + max(0.0, (when - mark) / 1_000_000))
+        wake = wall + max(0.0, (when - mark) / 1_000_000)
+        current = self.timers.at.get(key)
+        if current is None or wake < current:
+            self.timers.set(key, wake)
 
     def _clock_now(self, state: FastKey) -> float:
         """An event clock's watermark now (its largest timestamp, moved on by system time)."""
@@ -310,6 +349,7 @@ class FastWindowsLogic(KeyedLogic):
                 values.append(value)
         out: list[Any] = []
         append = out.append
+        wall = time.time()
         event, ts_getter, wait = self.event, self.ts_getter, self.wait
         for key, values in groups.items():
             state = self._key(key)
@@ -352,7 +392,7 @@ class FastWindowsLogic(KeyedLogic):
                     queue.append((at, value))
             state.watermark = watermark
             self._flush(key, state, out)
-            self._settle(key, state)
+            self._settle(key, state, wall)
         return out
 
     def wake(self) -> float | None:
@@ -372,7 +412,7 @@ class FastWindowsLogic(KeyedLogic):
             if mark > state.watermark:
                 state.watermark = mark
             self._flush(key, state, out)
-            self._settle(key, state)
+            self._settle(key, state, now)
         return out, set(keys)
 
     def eof(self) -> tuple[list[tuple[str, Any]], set[str]]:
@@ -382,7 +422,7 @@ class FastWindowsLogic(KeyedLogic):
             state = self.keys[key]
             state.watermark = _POS
             self._flush(key, state, out)
-            self._settle(key, state)
+            self._settle(key, state, time.time())
         return out, set(keys)
 
     def snapshot(self, key: str) -> Any:
@@ -407,8 +447,9 @@ class FastWindowsLogic(KeyedLogic):
             state = FastKey(system, floor)
             state.base, state.watermark = base, watermark
             state.open, state.queue, state.max_id, state.accs = opened, queue, max_id, accs
+            state.closes = None
             self.keys[key] = state
-            self._settle(key, state)
+            self._settle(key, state, time.time())
 
 
 def _first(entry: tuple[int, Any]) -> int:
