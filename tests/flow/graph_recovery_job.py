@@ -26,7 +26,8 @@ from timelypy.flow.sinks import (
 )
 from timelypy.flow.sources import FixedPartitionedSource, StatefulSourcePartition
 
-COUNT = 150
+#: items per partition (the kill tests that need longer runs set GRAPH_JOB_COUNT)
+COUNT = int(os.environ.get("GRAPH_JOB_COUNT", "150"))
 STEP = datetime.timedelta(milliseconds=4)
 
 

@@ -1,0 +1,147 @@
+"""File connectors: sources resume at their offsets; sinks are exactly once across SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import timelypy.flow.operators as op
+from timelypy.flow.connectors.files import CSVSource, DirSink, DirSource, FileSink, FileSource
+from timelypy.flow.dataflow import Dataflow
+from timelypy.flow.recovery import RecoveryConfig
+from timelypy.flow.testing import TestingSink, TestingSource, poll_next_batch, run_main
+
+from .graph_helpers import ZERO
+
+
+def test_sources_read_and_resume_at_their_byte_offsets(tmp_path):
+    (tmp_path / "a.txt").write_text("one\ntwo\nthree\n")
+    (tmp_path / "b.txt").write_text("four\n")
+    (tmp_path / "rows.csv").write_text('name,qty\nfig,1\n"date, dried",2\nkiwi,3\n')
+    source = FileSource(tmp_path / "a.txt", batch_size=2)
+    (part,) = source.list_parts()
+    reader = source.build_part("s", part, None)
+    assert poll_next_batch(reader) == ["one", "two"]
+    resumed = source.build_part("s", part, reader.snapshot())
+    assert poll_next_batch(resumed) == ["three"]
+    assert sorted(DirSource(tmp_path, "*.txt").list_parts())[0].endswith("::a.txt")
+    csv_source = CSVSource(tmp_path / "rows.csv", batch_size=2)
+    (part,) = csv_source.list_parts()
+    rows = csv_source.build_part("s", part, None)
+    assert poll_next_batch(rows) == [
+        {"name": "fig", "qty": "1"},
+        {"name": "date, dried", "qty": "2"},
+    ]
+    assert poll_next_batch(csv_source.build_part("s", part, rows.snapshot())) == [
+        {"name": "kiwi", "qty": "3"}
+    ]
+    flow = Dataflow("dir")
+    out: list[str] = []
+    op.output("out", op.input("lines", flow, DirSource(tmp_path, "*.txt")), TestingSink(out))
+    run_main(flow)
+    assert sorted(out) == ["four", "one", "three", "two"]
+    assert FileSource(tmp_path / "missing.txt").list_parts() == []
+
+
+def test_sinks_write_lines_and_cut_back_to_their_snapshot_on_resume(tmp_path):
+    items = [("a", "x"), ("b", "y"), TestingSource.ABORT(), ("a", "z"), ("c", "w")]
+    config = RecoveryConfig(tmp_path / "db", partitions=1)
+    for _ in range(2):
+        flow = Dataflow("sinks")
+        s = op.input("inp", flow, TestingSource(items))
+        op.output("file", s, FileSink(tmp_path / "out.txt"))
+        op.output("dir", s, DirSink(tmp_path / "dir", 2))
+        run_main(flow, epoch_interval=ZERO, recovery_config=config)
+    assert (tmp_path / "out.txt").read_text().splitlines() == ["x", "y", "z", "w"]
+    lines = [
+        line for p in sorted((tmp_path / "dir").iterdir()) for line in p.read_text().splitlines()
+    ]
+    assert sorted(lines) == ["w", "x", "y", "z"]
+    # a failed execution's lines after the last snapshot are cut off on resume
+    (tmp_path / "out.txt").write_text("x\ny\nz\nw\nHALF-WRITTEN")
+    writer = FileSink(tmp_path / "out.txt").build_part("s", str(tmp_path / "out.txt"), 4)
+    writer.write_batch(["again"])
+    writer.close()
+    assert (tmp_path / "out.txt").read_text() == "x\ny\nagain\n"
+    with pytest.raises(TypeError, match="writes str values"):
+        FileSink(tmp_path / "x.txt").build_part("s", str(tmp_path / "x.txt"), None).write_batch([1])
+
+
+def _lines(out: Path) -> Counter[str]:
+    lines: Counter[str] = Counter()
+    for path in [out / "pairs.txt", *sorted((out / "dir").glob("part_*"))]:
+        if path.exists():
+            lines.update(f"{path.name}:{line}" for line in path.read_text().splitlines())
+    return lines
+
+
+def _kill_and_resume(tmp_path: Path, kills: int, seed: int, items: int) -> int:
+    job = Path(__file__).with_name("files_job.py")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "GRAPH_JOB_COUNT": str(items),  # 4 ms an item and partition
+    }
+
+    def start(out: Path, store: Path) -> subprocess.Popen[bytes]:
+        out.mkdir(exist_ok=True)
+        return subprocess.Popen(
+            [sys.executable, str(job), str(out), str(store)], env=env, stderr=subprocess.PIPE
+        )
+
+    clean = start(tmp_path / "clean", tmp_path / "clean-store")
+    assert clean.wait(120) == 0, clean.stderr.read().decode() if clean.stderr else ""
+    want = _lines(tmp_path / "clean")
+    assert sum(want.values()) > 150
+    rng = random.Random(seed)
+    out, store = tmp_path / "out", tmp_path / "store"
+    killed = 0
+    for _ in range(kills):
+        for pid_file in out.glob("pid-*"):
+            pid_file.unlink()
+        run = start(out, store)
+        deadline = time.monotonic() + 30
+        while not ((out / "pid-0").exists() and (out / "pid-1").exists()):
+            assert time.monotonic() < deadline and run.poll() is None, "the job did not start"
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.5))  # a random point of the run, the start included
+        pid_file = out / f"pid-{rng.choice([0, 1])}"
+        if run.poll() is not None:
+            continue  # it ended before the kill point: the next resumes nothing
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        killed += 1
+        try:
+            run.wait(30)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            run.wait(10)
+        for other in out.glob("pid-*"):  # a helper left behind by a killed parent
+            try:
+                os.kill(int(other.read_text()), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+    final = start(out, store)
+    assert final.wait(120) == 0, final.stderr.read().decode() if final.stderr else ""
+    got = _lines(out)
+    assert got == want, (sum(got.values()), sum(want.values()))
+    print(f"exactly once through {killed} SIGKILLs: {sum(got.values())} lines")
+    return killed
+
+
+@pytest.mark.timeout(300)
+def test_file_and_dir_sinks_are_exactly_once_through_sigkills(tmp_path):
+    assert _kill_and_resume(tmp_path, kills=3, seed=38, items=500) >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_file_and_dir_sinks_are_exactly_once_through_twenty_sigkills(tmp_path):
+    assert _kill_and_resume(tmp_path, kills=24, seed=2026, items=5000) >= 20
