@@ -273,16 +273,26 @@ def partitioned_sink(
                         writers[part].write_batch(values)
                     except Exception as exc:
                         raise _write_error(step_id, worker_index, epoch, exc) from exc
-                if snapshots is not None:
-                    touched.setdefault(epoch, set()).update(by_part)
+                touched.setdefault(epoch, set()).update(by_part)
 
             def close(epoch_cap: Capability) -> None:
-                if snapshots is None:
-                    return
+                # The partitions written in the epoch see it close, through their
+                # snapshot(), with recovery or without: it is where a sink commits.
                 epoch = epoch_cap.time
                 names = touched.pop(epoch, None)
-                if names:
-                    snapshots(epoch, [(part, writers[part].snapshot()) for part in sorted(names)])
+                if not names:
+                    return
+                states = []
+                for part in sorted(names):
+                    try:
+                        states.append((part, writers[part].snapshot()))
+                    except Exception as exc:
+                        raise StepError(
+                            f"output step {step_id!r} on worker {worker_index}, epoch {epoch}: "
+                            f"partition {part!r}'s snapshot() raised {type(exc).__name__}: {exc}"
+                        ) from exc
+                if snapshots is not None:
+                    snapshots(epoch, states)
 
             for item_cap, items in inp:
                 eager.notify_at(item_cap.retain(), items)

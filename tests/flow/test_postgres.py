@@ -1,0 +1,188 @@
+"""The PostgreSQL connectors against a real server started for these tests."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import timelypy.flow.operators as op
+from timelypy.errors import FlowError, StepError
+from timelypy.flow.dataflow import Dataflow
+from timelypy.flow.recovery import RecoveryConfig
+from timelypy.flow.testing import TestingSink, TestingSource, run_main
+
+from ..servers import postgres
+from .graph_helpers import ZERO
+
+psycopg = pytest.importorskip("psycopg", reason="needs psycopg 3: pip install -e '.[test]'")
+
+
+@pytest.fixture(scope="module")
+def dsn():
+    with postgres() as server:
+        yield server
+
+
+def sql(dsn: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute(query, params or None)
+        return cur.fetchall() if cur.description else []
+
+
+def test_a_table_is_read_in_key_order_and_resumed_after_the_last_key(dsn):
+    from timelypy.flow.connectors.postgres import PostgresSource
+
+    sql(dsn, "CREATE TABLE readings (id int PRIMARY KEY, value text)")
+    sql(dsn, "INSERT INTO readings SELECT i, 'v' || i FROM generate_series(1, 2500) AS i")
+    source = PostgresSource(dsn, "readings", "id", batch_size=1000)
+    flow = Dataflow("read")
+    out: list[Any] = []
+    op.output("out", op.input("rows", flow, source), TestingSink(out))
+    run_main(flow)
+    assert [row["id"] for row in out] == list(range(1, 2501))
+    part = source.build_part("s", "readings", 2400)
+    assert [row["id"] for row in part.next_batch()] == list(range(2401, 2501))
+    with pytest.raises(StopIteration):
+        part.next_batch()
+
+
+def _flow(dsn: str, items: list[Any], table: str, mode: str = "append") -> Dataflow:
+    from timelypy.flow.connectors.postgres import PostgresSink
+
+    flow = Dataflow("sink")
+    rows = op.map(
+        "row",
+        op.input("inp", flow, TestingSource(items)),
+        lambda kv: (kv[0], {"k": kv[0], "v": kv[1]}),
+    )
+    op.output(
+        "out",
+        rows,
+        PostgresSink(dsn, table, mode=mode, key="k" if mode == "upsert" else None, partitions=2),
+    )
+    return flow
+
+
+def test_appends_and_upserts_are_exactly_once_across_aborts(dsn, tmp_path):
+    sql(dsn, "CREATE TABLE appended (k text, v int)")
+    sql(dsn, "CREATE TABLE upserted (k text PRIMARY KEY, v int)")
+    values = [(f"k{i % 7}", i) for i in range(60)]
+    aborting = [
+        *values[:20],
+        TestingSource.ABORT(),
+        *values[20:45],
+        TestingSource.ABORT(),
+        *values[45:],
+    ]
+    for table, mode in (("appended", "append"), ("upserted", "upsert")):
+        config = RecoveryConfig(tmp_path / table, partitions=1)
+        for _ in range(3):
+            run_main(_flow(dsn, aborting, table, mode), epoch_interval=ZERO, recovery_config=config)
+    assert sorted(sql(dsn, "SELECT k, v FROM appended")) == sorted(values)
+    latest = {key: value for key, value in values}
+    assert dict(sql(dsn, "SELECT k, v FROM upserted")) == latest
+    # without recovery, every epoch commits as it closes too
+    sql(dsn, "CREATE TABLE plain (k text, v int)")
+    run_main(_flow(dsn, values, "plain"), epoch_interval=ZERO)
+    assert sorted(sql(dsn, "SELECT k, v FROM plain")) == sorted(values)
+
+
+def test_bad_rows_and_an_unreachable_server_name_the_step(dsn):
+    from timelypy.flow.connectors.postgres import PostgresSink
+
+    sql(dsn, "CREATE TABLE strict (k text, v int NOT NULL)")
+    with pytest.raises(StepError, match=r"output step 'sink\.out'") as info:
+        run_main(_flow(dsn, [("a", None)], "strict"), epoch_interval=ZERO)
+    assert "refused" in str(info.value.__cause__) or "null" in str(info.value).lower()
+    flow = Dataflow("nowhere")
+    sink = PostgresSink(
+        "host=127.0.0.1 port=1 user=postgres dbname=postgres",
+        "t",
+        connect_attempts=2,
+        retry_seconds=0.01,
+    )
+    op.output("out", op.input("inp", flow, TestingSource([("a", {"k": "a"})])), sink)
+    with pytest.raises(
+        FlowError, match=r"'nowhere\.out' \(partition 't-0'\).*127\.0\.0\.1:1 after 2 attempts"
+    ):
+        run_main(flow)
+    with pytest.raises(FlowError, match="needs key="):
+        PostgresSink("", "t", mode="upsert")
+
+
+def _table(dsn: str, table: str) -> Counter[tuple[Any, ...]]:
+    return Counter(sql(dsn, f"SELECT k, total FROM {table}"))
+
+
+def _kill_and_resume(dsn: str, tmp_path: Path, kills: int, seed: int, items: int) -> int:
+    job = Path(__file__).with_name("pg_job.py")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "GRAPH_JOB_COUNT": str(items)}
+    prefix = f"kill{seed}"
+    for table in ("clean", "out"):
+        sql(dsn, f"CREATE TABLE {prefix}_{table} (k text, total int)")
+        sql(dsn, f"CREATE TABLE {prefix}_{table}_latest (k text PRIMARY KEY, total int)")
+
+    def start(table: str, out: Path, store: Path) -> subprocess.Popen[bytes]:
+        out.mkdir(exist_ok=True)
+        for pid_file in out.glob("pid-*"):
+            pid_file.unlink()
+        return subprocess.Popen(
+            [sys.executable, str(job), dsn, f"{prefix}_{table}", str(out), str(store)],
+            env=env,
+            stderr=subprocess.PIPE,
+        )
+
+    clean = start("clean", tmp_path / "clean", tmp_path / "clean-store")
+    assert clean.wait(120) == 0, clean.stderr.read().decode() if clean.stderr else ""
+    rng = random.Random(seed)
+    out, store = tmp_path / "out", tmp_path / "store"
+    killed = 0
+    for _ in range(kills):
+        run = start("out", out, store)
+        deadline = time.monotonic() + 30
+        while not ((out / "pid-0").exists() and (out / "pid-1").exists()):
+            assert time.monotonic() < deadline and run.poll() is None, "the job did not start"
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.5))
+        if run.poll() is not None:
+            continue
+        os.kill(int((out / f"pid-{rng.choice([0, 1])}").read_text()), signal.SIGKILL)
+        killed += 1
+        try:
+            run.wait(30)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            run.wait(10)
+        for other in out.glob("pid-*"):
+            try:
+                os.kill(int(other.read_text()), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+    final = start("out", out, store)
+    assert final.wait(120) == 0, final.stderr.read().decode() if final.stderr else ""
+    want, got = _table(dsn, f"{prefix}_clean"), _table(dsn, f"{prefix}_out")
+    assert sum(want.values()) == items  # one running sum per item
+    assert got == want, (sum(got.values()), sum(want.values()))
+    assert _table(dsn, f"{prefix}_out_latest") == _table(dsn, f"{prefix}_clean_latest")
+    print(f"PostgreSQL exactly once through {killed} SIGKILLs: {sum(got.values())} rows")
+    return killed
+
+
+@pytest.mark.timeout(300)
+def test_the_sink_is_exactly_once_through_sigkills(dsn, tmp_path):
+    assert _kill_and_resume(dsn, tmp_path, kills=3, seed=38, items=400) >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_sink_is_exactly_once_through_twenty_sigkills(dsn, tmp_path):
+    assert _kill_and_resume(dsn, tmp_path, kills=24, seed=2026, items=5000) >= 20
