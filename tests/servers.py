@@ -1,8 +1,10 @@
 """Real servers for connector tests: each test module starts its own, on 127.0.0.1.
 
-:func:`postgres` runs ``initdb`` and ``pg_ctl`` from Debian's ``postgresql``
-package in a temporary directory, on a free port, as the ``postgres`` user
-when the tests run as root (``initdb`` refuses root); the caller stops it.
+:func:`redis` runs ``redis-server`` (Debian's ``redis-server`` package)
+without persistence on a free port.  :func:`postgres` runs ``initdb`` and
+``pg_ctl`` from Debian's ``postgresql`` package in a temporary directory, on
+a free port, as the ``postgres`` user when the tests run as root
+(``initdb`` refuses root); the caller stops it.
 A machine without the package skips those tests with how to install it
 (``.ci/run`` installs it).
 """
@@ -15,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +25,7 @@ import pytest
 
 from timelypy.communication.config import free_ports
 
-__all__ = ["postgres"]
+__all__ = ["postgres", "redis"]
 
 
 def _bindir() -> Path | None:
@@ -80,4 +83,48 @@ def postgres() -> Iterator[str]:
             [*as_postgres, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
             capture_output=True,
         )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def redis() -> Iterator[dict[str, object]]:
+    """A redis-server (no persistence) for the duration of the ``with``; yields its address."""
+    client = pytest.importorskip("redis", reason="needs redis-py: pip install -e '.[test]'")
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("needs redis-server: apt-get install redis-server (.ci/run does)")
+    root = Path(tempfile.mkdtemp(prefix="timelypy-redis-"))
+    (port,) = free_ports(1)
+    process = subprocess.Popen(
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(root),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    address = {"host": "127.0.0.1", "port": port}
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.Redis(**address).ping()
+                break
+            except client.ConnectionError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        yield address
+    finally:
+        process.terminate()
+        process.wait(10)
         shutil.rmtree(root, ignore_errors=True)

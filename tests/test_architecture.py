@@ -54,7 +54,8 @@ THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "worker": (),
     "execute": (),
     "recovery": (),
-    "flow": ("cloudpickle", "msgpack"),
+    # the connectors' clients, each in an optional extra and imported where it is used
+    "flow": ("cloudpickle", "msgpack", "psycopg", "redis", "pyarrow"),
     "top": (),
     "spark": ("pyspark", "pyarrow", "zmq", "cloudpickle", "py4j"),  # Arrow: DESIGN §1
     "metrics": ("prometheus_client",),

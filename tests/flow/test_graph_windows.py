@@ -272,7 +272,7 @@ def jittered(seed: int, n: int = 200) -> list[tuple[str, tuple[datetime, int]]]:
 @pytest.mark.parametrize("seed", range(40))
 def test_the_fast_path_gives_every_event_the_general_engine_gives(seed):
     """Built-in clocks, windowers and folds run in microseconds; same events, same order."""
-    from timelypy.flow._fast_windows import FastWindowsLogic, fast_path
+    from timelypy.flow._fast_windows import FastWindowsLogic
     from timelypy.flow._windows import WindowsLogic
 
     rng = random.Random(seed)
@@ -297,9 +297,10 @@ def test_the_fast_path_gives_every_event_the_general_engine_gives(seed):
         return w._FoldLogic(folder, merger, [] if state is None else state)
 
     make.fold = (list, folder, merger)  # type: ignore[attr-defined]
-    assert fast_path(clock, windower, make)
+    plan = w.fast_plan(clock, windower, make)
+    assert plan is not None
     general = WindowsLogic(clock, windower, make, ordered, "s")
-    fast = FastWindowsLogic(clock, windower, make.fold, ordered, "s")
+    fast = FastWindowsLogic(plan, make.fold, ordered, "s")
     values = events(seed, 200) if seed % 2 else jittered(seed)
     for start in range(0, len(values), 7):
         batch = values[start : start + 7]

@@ -90,3 +90,21 @@ def test_spark_input_misuse_is_refused(idle):
         timelypy_spark.run_flow(idle, flow, rdd, collect=True)
     with pytest.raises(FlowError, match=r"only timelypy_spark\.run_flow"):
         list(run(_graph(timelypy_spark.SparkInput())))
+
+
+def test_spark_reads_the_parquet_dataset_a_flow_wrote(idle, tmp_path):
+    from timelypy.flow.connectors.parquet import ParquetSink
+    from timelypy.flow.testing import run_main
+
+    flow = Dataflow("pq")
+    rows = op.map(
+        "row",
+        op.input("words", flow, TestingSource(LINES, 1)),
+        lambda line: (line, {"line": line, "words": len(line.split())}),
+    )
+    op.output("out", rows, ParquetSink(tmp_path / "ds", partitions=2))
+    run_main(flow)
+    frame = idle.read.parquet(str(tmp_path / "ds"))
+    assert sorted((r["line"], r["words"]) for r in frame.collect()) == sorted(
+        (line, len(line.split())) for line in LINES
+    )

@@ -21,6 +21,7 @@ clock's time, will reach the window, and wakes it then.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import time
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from timelypy.errors import FlowError
 from timelypy.flow._keyed import KeyedLogic, _Timers
 from timelypy.flow._windows import DOWN, LATE, META, TOMBSTONES
 
-__all__ = ["FastKey", "FastWindowsLogic", "fast_path"]
+__all__ = ["FastKey", "FastPlan", "FastWindowsLogic", "micros"]
 
 _UTC = datetime.UTC
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=_UTC)
@@ -40,8 +41,12 @@ _POS = float("inf")
 _MISSING: Any = object()
 
 
-def _us(at: datetime.datetime) -> int:
+def micros(at: datetime.datetime) -> int:
+    """``at`` (aware) as whole microseconds since 1970 UTC."""
     return (at - _EPOCH) // _US
+
+
+_us = micros
 
 
 def _dt(us: float) -> datetime.datetime:
@@ -52,18 +57,27 @@ def _dt(us: float) -> datetime.datetime:
     return _EPOCH + datetime.timedelta(microseconds=us)
 
 
-def fast_path(clock: Any, windower: Any, builder: Any) -> bool:
-    """Whether ``clock``, ``windower`` and the window logic of ``builder`` have the fast path."""
-    from timelypy.flow.operators import windowing as w
+@dataclasses.dataclass(frozen=True)
+class FastPlan:
+    """What the fast path needs of a clock and a windower, in microseconds.
 
-    if type(clock) is w.EventClock:
-        if clock.to_system_utc is not w._identity:
-            return False
-    elif type(clock) is not w.SystemClock:
-        return False
-    if type(windower) not in (w.TumblingWindower, w.SlidingWindower, w.SessionWindower):
-        return False
-    return getattr(builder, "fold", None) is not None
+    :func:`timelypy.flow.operators.windowing.window` makes one when the
+    clock, windower and window logic are the built-in ones.
+    """
+
+    #: an event clock (``ts_getter`` and ``wait`` then apply); else the system clock
+    event: bool
+    now_getter: Callable[[], datetime.datetime]
+    ts_getter: Callable[[Any], datetime.datetime] | None
+    wait: int
+    #: session windows (``gap`` applies); else tumbling or sliding ones
+    session: bool
+    gap: int
+    length: int
+    offset: int
+    align: int
+    #: makes a closed window's metadata: ``meta(open, close, merged_ids)``
+    meta: Callable[[datetime.datetime, datetime.datetime, set[int]], Any]
 
 
 class FastKey:
@@ -112,41 +126,28 @@ class FastWindowsLogic(KeyedLogic):
 
     def __init__(
         self,
-        clock: Any,
-        windower: Any,
+        plan: FastPlan,
         fold: tuple[Callable[[], Any], Callable[[Any, Any], Any], Callable[[Any, Any], Any]],
         ordered: bool,
         step_id: str,
         tombstones: int | None = None,
     ) -> None:
-        from timelypy.flow.operators import windowing as w
-
         self.step_id = step_id
         self.ordered = ordered
-        self.event = type(clock) is w.EventClock
-        self.now_getter: Callable[[], datetime.datetime] = (
-            clock.now_getter if self.event else w._utc_now
+        self.event = plan.event
+        self.now_getter = plan.now_getter
+        self.ts_getter = plan.ts_getter
+        #: in microseconds: the event clock's wait; a session's gap; windows' length,
+        #: offset and alignment
+        self.wait = plan.wait
+        self.session = plan.session
+        self.gap, self.length, self.offset, self.align = (
+            plan.gap,
+            plan.length,
+            plan.offset,
+            plan.align,
         )
-        self.ts_getter: Callable[[Any], datetime.datetime] | None = (
-            clock.ts_getter if self.event else None
-        )
-        self.wait: int = clock.wait_for_system_duration // _US if self.event else 0
-        self.session = type(windower) is w.SessionWindower
-        #: in microseconds: a session's gap; windows' length, offset and alignment
-        self.gap: int
-        self.length: int
-        self.offset: int
-        self.align: int
-        if self.session:
-            self.gap = windower.gap // _US
-            self.length = self.offset = self.align = 0
-        else:
-            self.gap = 0
-            self.length = windower.length // _US
-            self.offset = (
-                windower.offset if type(windower) is w.SlidingWindower else windower.length
-            ) // _US
-            self.align = _us(windower.align_to)
+        self._make_meta = plan.meta
         self.builder, self.folder, self.merger = fold
         self.keys: dict[str, FastKey] = {}
         self.timers = _Timers()
@@ -272,7 +273,8 @@ class FastWindowsLogic(KeyedLogic):
                 start, end, merged_ids = opened.pop(window_id)
                 out.append((key, (DOWN, window_id, state.accs.pop(window_id))))
                 if self.emit_meta:
-                    out.append((key, (META, window_id, _meta(start, end, merged_ids))))
+                    meta = self._make_meta(_dt(start), _dt(end), set(merged_ids))
+                    out.append((key, (META, window_id, meta)))
             return
         align, offset, length = self.align, self.offset, self.length
         closed = [wid for wid in opened if align + wid * offset + length <= watermark]
@@ -285,7 +287,9 @@ class FastWindowsLogic(KeyedLogic):
                     if len(metas) >= 4096:
                         metas.clear()
                     start = align + window_id * offset
-                    meta = metas[window_id] = _meta(start, start + length, set())
+                    meta = metas[window_id] = self._make_meta(
+                        _dt(start), _dt(start + length), set()
+                    )
                 out.append((key, (META, window_id, meta)))
 
     def _next_close(self, state: FastKey) -> float:
@@ -454,9 +458,3 @@ class FastWindowsLogic(KeyedLogic):
 
 def _first(entry: tuple[int, Any]) -> int:
     return entry[0]
-
-
-def _meta(start: float, end: float, merged: set[int]) -> Any:
-    from timelypy.flow.operators.windowing import WindowMetadata
-
-    return WindowMetadata(_dt(start), _dt(end), set(merged))

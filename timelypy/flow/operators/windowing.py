@@ -66,7 +66,7 @@ from typing import Any, Generic, TypeVar
 
 from timelypy.communication.codec import register_marked
 from timelypy.errors import FlowError
-from timelypy.flow._fast_windows import FastWindowsLogic, fast_path
+from timelypy.flow._fast_windows import FastPlan, FastWindowsLogic, micros
 from timelypy.flow._graph import KeyedSpec
 from timelypy.flow._windows import TOMBSTONES, WindowsLogic
 from timelypy.flow.dataflow import KeyedStream, Stream
@@ -651,16 +651,63 @@ def window(
     _callable(builder, "builder", step_id, "window")
     flow = _flow(up, step_id, "window")
     make: Callable[[str], Any]
-    if fast_path(clock, windower, builder):
+    plan = fast_plan(clock, windower, builder)
+    if plan is not None:
         # a built-in clock, windower and fold: the same results, in microseconds
         fold = builder.fold  # type: ignore[attr-defined]
-        make = functools.partial(FastWindowsLogic, clock, windower, fold, bool(ordered))
+        make = functools.partial(FastWindowsLogic, plan, fold, bool(ordered))
     else:
         make = functools.partial(WindowsLogic, clock, windower, builder, bool(ordered))
     down, late, meta = flow.add_step(
         "window", step_id, [up], outs=("down", "late", "meta"), options=KeyedSpec(make)
     )
     return WindowOut(down, late, meta)
+
+
+_US = datetime.timedelta(microseconds=1)
+
+
+def fast_plan(clock: Any, windower: Any, builder: Any) -> FastPlan | None:
+    """The fast path's plan for a built-in clock, windower and fold; else ``None``.
+
+    The clock must be a :class:`SystemClock` or an :class:`EventClock`
+    with the default ``to_system_utc``, the windower a tumbling, sliding
+    or session one, and ``builder`` a fold's (:func:`fold_window` marks it).
+    """
+    fold = getattr(builder, "fold", None)
+    if fold is None:
+        return None
+    if type(clock) is EventClock:
+        if clock.to_system_utc is not _identity:
+            return None
+        event, now_getter, ts_getter = True, clock.now_getter, clock.ts_getter
+        wait = clock.wait_for_system_duration // _US
+    elif type(clock) is SystemClock:
+        event, now_getter, ts_getter, wait = False, _utc_now, None, 0
+    else:
+        return None
+    if type(windower) is SessionWindower:
+        return FastPlan(
+            event, now_getter, ts_getter, wait, True, windower.gap // _US, 0, 0, 0, WindowMetadata
+        )
+    if type(windower) is TumblingWindower:
+        offset = windower.length
+    elif type(windower) is SlidingWindower:
+        offset = windower.offset
+    else:
+        return None
+    return FastPlan(
+        event,
+        now_getter,
+        ts_getter,
+        wait,
+        False,
+        0,
+        windower.length // _US,
+        offset // _US,
+        micros(windower.align_to),
+        WindowMetadata,
+    )
 
 
 def fold_window(
