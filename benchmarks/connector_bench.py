@@ -31,6 +31,7 @@ a machine without them skips their rows. Goals (issue 38): the sinks >=
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -43,6 +44,9 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` importable
 from benchmarks import _data
 from benchmarks._harness import Stats, fmt_ratio, print_table, timed_call
 from benchmarks.runtime_bench import machine
+
+#: table numbers, unique in this process (several workloads share a server)
+_tables = itertools.count(0, 1000)
 
 GOALS = {
     "postgres": ("direct", 0.8),
@@ -80,7 +84,7 @@ def postgres_candidates(dsn: str, rows: int) -> dict[str, Callable[[], Any]]:
 
     data = [(f"k{i % 1000}", i) for i in range(rows)]
     items = [(k, {"k": k, "v": v}) for k, v in data]
-    counter = iter(range(10**9))
+    counter = itertools.count(next(_tables))
 
     def fresh() -> str:
         table = f"bench_{next(counter)}"

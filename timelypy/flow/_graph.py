@@ -310,6 +310,7 @@ class GraphBuilder:
                 snapshots,
                 _no_check,
                 runner.closers,
+                worker.peers,
             )
         elif isinstance(sink, OutputConfig):
             stream = self.materialize(step.ups[0], step)

@@ -237,6 +237,7 @@ def partitioned_sink(
     snapshots: Callable[[int, list[tuple[str, Any]]], None] | None,
     check: Callable[[int, list[Any]], Any],
     closers: list[Callable[[], None]],
+    peers: int = 2,
 ) -> Stream[Any]:
     """Route ``(key, value)`` items to their partition's primary; write them in epoch order."""
     parts = sorted(assignment)
@@ -253,6 +254,12 @@ def partitioned_sink(
     def route(item: Any) -> int:
         return routes[part_fn(item[0]) % count]
 
+    if count == 1:
+        only = routes[0]
+
+        def route(item: Any) -> int:
+            return only
+
     def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         eager = EagerNotificator()
         touched: dict[int, set[str]] = {}
@@ -262,12 +269,15 @@ def partitioned_sink(
                 epoch = epoch_cap.time
                 check(epoch, items)
                 by_part: dict[str, list[Any]] = {}
-                for key, value in items:
-                    part = parts[part_fn(key) % count]
-                    values = by_part.get(part)
-                    if values is None:
-                        values = by_part[part] = []
-                    values.append(value)
+                if count == 1:
+                    by_part[parts[0]] = [value for _, value in items]
+                else:
+                    for key, value in items:
+                        part = parts[part_fn(key) % count]
+                        values = by_part.get(part)
+                        if values is None:
+                            values = by_part[part] = []
+                        values.append(value)
                 for part, values in by_part.items():
                     try:
                         writers[part].write_batch(values)
@@ -300,4 +310,7 @@ def partitioned_sink(
 
         return logic
 
-    return stream.unary_frontier(Exchange(route), f"{step_id}.write", constructor)
+    # one worker: no routing per item (every worker must build the same channel, so
+    # the choice depends on the worker count only)
+    pact = Pipeline() if peers == 1 else Exchange(route)
+    return stream.unary_frontier(pact, f"{step_id}.write", constructor)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -51,15 +51,14 @@ class _Lines(StatefulSourcePartition[str, int]):
         self._batch_size = batch_size
 
     def next_batch(self) -> list[str]:
-        readline = self._file.readline
-        batch = []
-        for _ in range(self._batch_size):
-            line = readline()
-            if not line:
-                break
-            batch.append(line.decode("utf-8").rstrip("\n"))
-        if not batch:
+        # the lines sliced off the file and decoded at once, in C
+        lines = list(islice(self._file, self._batch_size))
+        if not lines:
             raise StopIteration()
+        text = b"".join(lines).decode("utf-8")
+        batch = text.split("\n")
+        if text.endswith("\n"):
+            batch.pop()
         return batch
 
     def snapshot(self) -> int:
@@ -158,13 +157,9 @@ class _CSVRows(StatefulSourcePartition[dict[str, str], int]):
         self._header = header or []
         if offset:
             self._file.seek(offset)
-        self._rows = csv.reader(self._lines(), **fmtparams)
+        # a line at a time (a quoted field may span lines), decoded in C
+        self._rows = csv.reader(map(bytes.decode, self._file), **fmtparams)
         self._batch_size = batch_size
-
-    def _lines(self) -> Iterator[str]:
-        readline = self._file.readline
-        while line := readline():
-            yield line.decode("utf-8")
 
     def next_batch(self) -> list[dict[str, str]]:
         header = self._header

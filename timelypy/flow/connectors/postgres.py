@@ -12,7 +12,9 @@ Needs the ``psycopg`` driver (version 3): ``pip install 'timelypy[postgres]'``.
 Exactly once, in both of the sink's modes:
 
 * ``mode="append"`` adds two columns to the table (``timelypy_part``,
-  ``timelypy_seq``: which partition wrote a row, in which of its epochs).
+  ``timelypy_seq``: which partition wrote a row, in which of its epochs),
+  whose defaults read settings the epoch's transaction sets, so ``COPY``
+  sends only the rows' own columns.
   A resumed execution deletes, in one transaction, the rows its partition
   wrote in epochs after the one its snapshot closed; the resumed execution
   writes them again.  The table then holds every row exactly once.
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 from zlib import adler32
 
@@ -167,10 +170,16 @@ class _Writer(StatefulSinkPartition[dict[str, Any], int]):
             )
             if sink.mode == "append":
                 table = _ident(sink.table)
+                # the tags come from settings of the epoch's transaction (SET LOCAL), so
+                # COPY sends the rows' own columns only, as a direct writer would
                 self._conn.execute(
                     sql.SQL(
                         "ALTER TABLE {} ADD COLUMN IF NOT EXISTS timelypy_part text, "
-                        "ADD COLUMN IF NOT EXISTS timelypy_seq bigint"
+                        "ADD COLUMN IF NOT EXISTS timelypy_seq bigint, "
+                        "ALTER COLUMN timelypy_part SET DEFAULT "
+                        "NULLIF(current_setting('timelypy.part', true), ''), "
+                        "ALTER COLUMN timelypy_seq SET DEFAULT "
+                        "NULLIF(current_setting('timelypy.seq', true), '')::bigint"
                     ).format(table)
                 )
                 # what a failed execution committed after the resume point goes
@@ -195,10 +204,11 @@ class _Writer(StatefulSinkPartition[dict[str, Any], int]):
         )
 
     def write_batch(self, values: list[dict[str, Any]]) -> None:
-        for value in values:
-            if not isinstance(value, dict):
+        if list(map(type, values)).count(dict) != len(values):
+            bad = next((value for value in values if not isinstance(value, dict)), None)
+            if bad is not None:
                 raise TypeError(
-                    f"{self._what} writes rows as dicts of column values, got {value!r}"
+                    f"{self._what} writes rows as dicts of column values, got {bad!r}"
                 )
         self._pending.extend(values)
 
@@ -211,7 +221,8 @@ class _Writer(StatefulSinkPartition[dict[str, Any], int]):
         if columns is None:
             columns = self._columns = list(rows[0])
         try:
-            records = [tuple(row[column] for column in columns) for row in rows]
+            get = itemgetter(*columns)
+            records = list(map(get, rows)) if len(columns) > 1 else [(get(r),) for r in rows]
         except KeyError as exc:
             raise FlowError(
                 f"{self._what}: every row needs the columns {columns}, one lacks {exc}"
@@ -220,11 +231,16 @@ class _Writer(StatefulSinkPartition[dict[str, Any], int]):
         table = _ident(sink.table)
         names = sql.SQL(", ").join(map(_ident, columns))
         if sink.mode == "append":
-            tags = sql.SQL(", timelypy_part, timelypy_seq")
-            copy = sql.SQL("COPY {} ({}{}) FROM STDIN").format(table, names, tags)
+            self._conn.execute(
+                "SELECT set_config('timelypy.part', %s, true), "
+                "set_config('timelypy.seq', %s, true)",
+                (self._part, str(self._seq)),
+            )
+            copy = sql.SQL("COPY {} ({}) FROM STDIN").format(table, names)
             with self._conn.cursor() as cur, cur.copy(copy) as writer:
+                write = writer.write_row
                 for record in records:
-                    writer.write_row((*record, self._part, self._seq))
+                    write(record)
             return
         keys = list(sink.key)
         assigned = [

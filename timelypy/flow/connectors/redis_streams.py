@@ -35,6 +35,8 @@ from timelypy.flow.sources import FixedPartitionedSource, StatefulSourcePartitio
 
 __all__ = ["RedisStreamSource", "RedisStreamSink"]
 
+#: Appends a sink partition queues before it sends them (one round trip each so many).
+PIPELINE_ENTRIES = 1000
 #: Seconds a source partition with no new entries waits before asking again.
 POLL_SECONDS = 0.05
 
@@ -170,21 +172,27 @@ class _Appender(StatefulSinkPartition[dict[str, Any], str]):
         self._queued = 0
 
     def write_batch(self, values: list[dict[str, Any]]) -> None:
-        pipe = self._pipe
+        pipe, key = self._pipe, self._key
         for fields in values:
             if not isinstance(fields, dict) or not fields:
                 raise TypeError(
                     f"{self._what} appends entries as non-empty dicts of fields, got {fields!r}"
                 )
-            pipe.xadd(self._key, fields)
+            pipe.xadd(key, fields)
         self._queued += len(values)
+        if self._queued >= PIPELINE_ENTRIES:
+            self._send()
 
-    def snapshot(self) -> str:
+    def _send(self) -> None:
+        """Send the queued appends (a crash before the epoch closes: they are deleted on resume)."""
         if self._queued:
             ids = self._pipe.execute()
             self._queued = 0
             if ids:
                 self._last = ids[-1]
+
+    def snapshot(self) -> str:
+        self._send()
         return self._last
 
     def close(self) -> None:
