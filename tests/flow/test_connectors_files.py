@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import os
-import random
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -20,6 +17,7 @@ from timelypy.flow.recovery import RecoveryConfig
 from timelypy.flow.testing import TestingSink, TestingSource, poll_next_batch, run_main
 
 from .graph_helpers import ZERO
+from .kill_loop import kill_and_resume
 
 
 def test_sources_read_and_resume_at_their_byte_offsets(tmp_path):
@@ -83,7 +81,7 @@ def _lines(out: Path) -> Counter[str]:
     return lines
 
 
-def _kill_and_resume(tmp_path: Path, kills: int, seed: int, items: int) -> int:
+def _run_with_kills(tmp_path: Path, kills: int, seed: int, items: int) -> int:
     job = Path(__file__).with_name("files_job.py")
     env = {
         **os.environ,
@@ -101,33 +99,9 @@ def _kill_and_resume(tmp_path: Path, kills: int, seed: int, items: int) -> int:
     assert clean.wait(120) == 0, clean.stderr.read().decode() if clean.stderr else ""
     want = _lines(tmp_path / "clean")
     assert sum(want.values()) > 150
-    rng = random.Random(seed)
     out, store = tmp_path / "out", tmp_path / "store"
-    killed = 0
-    for _ in range(kills):
-        for pid_file in out.glob("pid-*"):
-            pid_file.unlink()
-        run = start(out, store)
-        deadline = time.monotonic() + 30
-        while not ((out / "pid-0").exists() and (out / "pid-1").exists()):
-            assert time.monotonic() < deadline and run.poll() is None, "the job did not start"
-            time.sleep(0.01)
-        time.sleep(rng.uniform(0.0, 0.5))  # a random point of the run, the start included
-        pid_file = out / f"pid-{rng.choice([0, 1])}"
-        if run.poll() is not None:
-            continue  # it ended before the kill point: the next resumes nothing
-        os.kill(int(pid_file.read_text()), signal.SIGKILL)
-        killed += 1
-        try:
-            run.wait(30)
-        except subprocess.TimeoutExpired:
-            run.kill()
-            run.wait(10)
-        for other in out.glob("pid-*"):  # a helper left behind by a killed parent
-            try:
-                os.kill(int(other.read_text()), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
+    out.mkdir()
+    killed = kill_and_resume(lambda: start(out, store), out, kills, seed)
     final = start(out, store)
     assert final.wait(120) == 0, final.stderr.read().decode() if final.stderr else ""
     got = _lines(out)
@@ -138,13 +112,13 @@ def _kill_and_resume(tmp_path: Path, kills: int, seed: int, items: int) -> int:
 
 @pytest.mark.timeout(300)
 def test_file_and_dir_sinks_are_exactly_once_through_sigkills(tmp_path):
-    assert _kill_and_resume(tmp_path, kills=3, seed=38, items=500) >= 2
+    assert _run_with_kills(tmp_path, kills=3, seed=38, items=500) >= 2
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_file_and_dir_sinks_are_exactly_once_through_twenty_sigkills(tmp_path):
-    assert _kill_and_resume(tmp_path, kills=24, seed=2026, items=5000) >= 20
+    assert _run_with_kills(tmp_path, kills=24, seed=2026, items=5000) >= 20
 
 
 def test_parquet_sink_commits_a_file_per_epoch_and_resumes_exactly_once(tmp_path):

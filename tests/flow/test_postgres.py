@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import os
-import random
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ from timelypy.flow.testing import TestingSink, TestingSource, run_main
 
 from ..servers import postgres
 from .graph_helpers import ZERO
+from .kill_loop import kill_and_resume
 
 psycopg = pytest.importorskip("psycopg", reason="needs psycopg 3: pip install -e '.[test]'")
 
@@ -123,7 +121,7 @@ def _table(dsn: str, table: str) -> Counter[tuple[Any, ...]]:
     return Counter(sql(dsn, f"SELECT k, total FROM {table}"))
 
 
-def _kill_and_resume(dsn: str, tmp_path: Path, kills: int, seed: int, items: int) -> int:
+def _run_with_kills(dsn: str, tmp_path: Path, kills: int, seed: int, items: int) -> int:
     job = Path(__file__).with_name("pg_job.py")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "GRAPH_JOB_COUNT": str(items)}
     prefix = f"kill{seed}"
@@ -133,8 +131,6 @@ def _kill_and_resume(dsn: str, tmp_path: Path, kills: int, seed: int, items: int
 
     def start(table: str, out: Path, store: Path) -> subprocess.Popen[bytes]:
         out.mkdir(exist_ok=True)
-        for pid_file in out.glob("pid-*"):
-            pid_file.unlink()
         return subprocess.Popen(
             [sys.executable, str(job), dsn, f"{prefix}_{table}", str(out), str(store)],
             env=env,
@@ -143,30 +139,9 @@ def _kill_and_resume(dsn: str, tmp_path: Path, kills: int, seed: int, items: int
 
     clean = start("clean", tmp_path / "clean", tmp_path / "clean-store")
     assert clean.wait(120) == 0, clean.stderr.read().decode() if clean.stderr else ""
-    rng = random.Random(seed)
     out, store = tmp_path / "out", tmp_path / "store"
-    killed = 0
-    for _ in range(kills):
-        run = start("out", out, store)
-        deadline = time.monotonic() + 30
-        while not ((out / "pid-0").exists() and (out / "pid-1").exists()):
-            assert time.monotonic() < deadline and run.poll() is None, "the job did not start"
-            time.sleep(0.01)
-        time.sleep(rng.uniform(0.0, 0.5))
-        if run.poll() is not None:
-            continue
-        os.kill(int((out / f"pid-{rng.choice([0, 1])}").read_text()), signal.SIGKILL)
-        killed += 1
-        try:
-            run.wait(30)
-        except subprocess.TimeoutExpired:
-            run.kill()
-            run.wait(10)
-        for other in out.glob("pid-*"):
-            try:
-                os.kill(int(other.read_text()), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
+    out.mkdir()
+    killed = kill_and_resume(lambda: start("out", out, store), out, kills, seed)
     final = start("out", out, store)
     assert final.wait(120) == 0, final.stderr.read().decode() if final.stderr else ""
     want, got = _table(dsn, f"{prefix}_clean"), _table(dsn, f"{prefix}_out")
@@ -179,10 +154,10 @@ def _kill_and_resume(dsn: str, tmp_path: Path, kills: int, seed: int, items: int
 
 @pytest.mark.timeout(300)
 def test_the_sink_is_exactly_once_through_sigkills(dsn, tmp_path):
-    assert _kill_and_resume(dsn, tmp_path, kills=3, seed=38, items=400) >= 2
+    assert _run_with_kills(dsn, tmp_path, kills=3, seed=38, items=400) >= 2
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_the_sink_is_exactly_once_through_twenty_sigkills(dsn, tmp_path):
-    assert _kill_and_resume(dsn, tmp_path, kills=24, seed=2026, items=5000) >= 20
+    assert _run_with_kills(dsn, tmp_path, kills=24, seed=2026, items=5000) >= 20

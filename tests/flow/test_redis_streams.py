@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +20,7 @@ from timelypy.flow.testing import TestingSink, TestingSource, run_main
 
 from ..servers import redis
 from .graph_helpers import ZERO
+from .kill_loop import kill_and_resume
 
 redis_py = pytest.importorskip("redis", reason="needs redis-py: pip install -e '.[test]'")
 
@@ -132,7 +131,7 @@ def _entries(server: dict[str, Any], prefix: str) -> Counter[tuple[str, str, str
     )
 
 
-def _kill_and_resume(
+def _run_with_kills(
     server: dict[str, Any], tmp_path: Path, kills: int, seed: int, items: int
 ) -> int:
     job = Path(__file__).with_name("redis_job.py")
@@ -140,8 +139,6 @@ def _kill_and_resume(
 
     def start(prefix: str, out: Path, store: Path) -> subprocess.Popen[bytes]:
         out.mkdir(exist_ok=True)
-        for pid_file in out.glob("pid-*"):
-            pid_file.unlink()
         return subprocess.Popen(
             [
                 sys.executable,
@@ -158,30 +155,9 @@ def _kill_and_resume(
 
     clean = start(f"clean{seed}", tmp_path / "clean", tmp_path / "clean-store")
     assert clean.wait(120) == 0, clean.stderr.read().decode() if clean.stderr else ""
-    rng = random.Random(seed)
     out, store = tmp_path / "out", tmp_path / "store"
-    killed = 0
-    for _ in range(kills):
-        run = start(f"out{seed}", out, store)
-        deadline = time.monotonic() + 30
-        while not ((out / "pid-0").exists() and (out / "pid-1").exists()):
-            assert time.monotonic() < deadline and run.poll() is None, "the job did not start"
-            time.sleep(0.01)
-        time.sleep(rng.uniform(0.0, 0.5))
-        if run.poll() is not None:
-            continue
-        os.kill(int((out / f"pid-{rng.choice([0, 1])}").read_text()), signal.SIGKILL)
-        killed += 1
-        try:
-            run.wait(30)
-        except subprocess.TimeoutExpired:
-            run.kill()
-            run.wait(10)
-        for other in out.glob("pid-*"):
-            try:
-                os.kill(int(other.read_text()), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
+    out.mkdir()
+    killed = kill_and_resume(lambda: start(f"out{seed}", out, store), out, kills, seed)
     final = start(f"out{seed}", out, store)
     assert final.wait(120) == 0, final.stderr.read().decode() if final.stderr else ""
     want = Counter(
@@ -200,10 +176,10 @@ def _kill_and_resume(
 
 @pytest.mark.timeout(300)
 def test_the_sink_is_exactly_once_through_sigkills(server, tmp_path):
-    assert _kill_and_resume(server, tmp_path, kills=3, seed=38, items=400) >= 2
+    assert _run_with_kills(server, tmp_path, kills=3, seed=38, items=400) >= 2
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_the_sink_is_exactly_once_through_twenty_sigkills(server, tmp_path):
-    assert _kill_and_resume(server, tmp_path, kills=24, seed=2026, items=5000) >= 20
+    assert _run_with_kills(server, tmp_path, kills=24, seed=2026, items=5000) >= 20

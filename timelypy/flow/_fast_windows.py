@@ -29,7 +29,7 @@ from typing import Any
 
 from timelypy.errors import FlowError
 from timelypy.flow._keyed import KeyedLogic, _Timers
-from timelypy.flow._windows import DOWN, LATE, META, TOMBSTONES
+from timelypy.flow._windows import DOWN, LATE, META, TOMBSTONES, forget
 
 __all__ = ["FastKey", "FastPlan", "FastWindowsLogic", "micros"]
 
@@ -311,12 +311,7 @@ class FastWindowsLogic(KeyedLogic):
         stays (it finds nothing and sets this one).
         """
         if not state.open and not state.queue:
-            del self.keys[key]
-            self.timers.set(key, None)
-            tombstones = self.tombstones
-            tombstones[key] = state.watermark
-            if len(tombstones) > self.capacity:
-                del tombstones[next(iter(tombstones))]
+            forget(self, key, state.watermark)
             return
         when = state.closes
         if when is None:

@@ -31,7 +31,16 @@ from timelypy.errors import FlowError
 from timelypy.flow._keyed import KeyedLogic, _Timers
 from timelypy.progress.operate import FrontierInterest
 
-__all__ = ["DOWN", "LATE", "META", "TOMBSTONES", "KeyWindows", "WindowsLogic", "split_events"]
+__all__ = [
+    "DOWN",
+    "LATE",
+    "META",
+    "TOMBSTONES",
+    "KeyWindows",
+    "WindowsLogic",
+    "forget",
+    "split_events",
+]
 
 #: How many forgotten keys' last watermarks a worker keeps per step (oldest dropped first).
 TOMBSTONES = 65_536
@@ -41,6 +50,20 @@ NOTIFY_BACKOFF = 0.05
 DOWN, LATE, META = 0, 1, 2
 _UTC = datetime.UTC
 _UTC_MIN = datetime.datetime.min.replace(tzinfo=_UTC)
+
+
+def forget(logic: Any, key: str, watermark: Any) -> None:
+    """Drop ``key``'s state and timer from ``logic``; keep its watermark as a tombstone.
+
+    ``logic`` has ``keys``, ``timers``, ``tombstones`` (oldest first) and
+    ``capacity``: past that many tombstones the oldest goes.
+    """
+    del logic.keys[key]
+    logic.timers.set(key, None)
+    tombstones = logic.tombstones
+    tombstones[key] = watermark
+    if len(tombstones) > logic.capacity:
+        del tombstones[next(iter(tombstones))]
 
 
 class KeyWindows:
@@ -106,12 +129,7 @@ class WindowsLogic(KeyedLogic):
     def _settle(self, key: str, state: KeyWindows) -> None:
         """Forget the key if nothing is open; else ask for a wake-up when a window is due."""
         if state.is_empty():
-            del self.keys[key]
-            self.timers.set(key, None)
-            tombstones = self.tombstones
-            tombstones[key] = state.watermark
-            if len(tombstones) > self.capacity:
-                del tombstones[next(iter(tombstones))]
+            forget(self, key, state.watermark)
             return
         when = state.windower.notify_at()
         if self.ordered and state.queue:

@@ -68,18 +68,8 @@ class _Lines(StatefulSourcePartition[str, int]):
         self._file.close()
 
 
-class FileSource(FixedPartitionedSource[str, int]):
-    r"""The lines of ``path`` (without their ``\n``), ``batch_size`` at a time.
-
-    >>> import tempfile, pathlib
-    >>> from timelypy.flow.dataflow import Dataflow
-    >>> import timelypy.flow.operators as op
-    >>> from timelypy.flow.testing import run_to_list
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "words.txt"
-    >>> _ = path.write_text("to be\nor not\n")
-    >>> run_to_list(op.input("lines", Dataflow("doc"), FileSource(path)))
-    ['to be', 'or not']
-    """
+class _OneFile:
+    """What a source of one file is: the file's path, its partition name, its batch size."""
 
     def __init__(
         self,
@@ -92,7 +82,7 @@ class FileSource(FixedPartitionedSource[str, int]):
         self._get_fs_id = get_fs_id
 
     def __repr__(self) -> str:
-        return f"FileSource({str(self._path)!r})"
+        return f"{type(self).__name__}({str(self._path)!r})"
 
     def list_parts(self) -> list[str]:
         """The file's partition, if this worker can read it."""
@@ -100,12 +90,29 @@ class FileSource(FixedPartitionedSource[str, int]):
             return []
         return [f"{_check_fs_id(self._get_fs_id(self._path.parent))}::{self._path}"]
 
+
+def _path_of(for_part: str) -> Path:
+    return Path(for_part.split("::", 1)[1])
+
+
+class FileSource(_OneFile, FixedPartitionedSource[str, int]):
+    r"""The lines of ``path`` (without their ``\n``), ``batch_size`` at a time.
+
+    >>> import tempfile, pathlib
+    >>> from timelypy.flow.dataflow import Dataflow
+    >>> import timelypy.flow.operators as op
+    >>> from timelypy.flow.testing import run_to_list
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "words.txt"
+    >>> _ = path.write_text("to be\nor not\n")
+    >>> run_to_list(op.input("lines", Dataflow("doc"), FileSource(path)))
+    ['to be', 'or not']
+    """
+
     def build_part(
         self, step_id: str, for_part: str, resume_state: int | None
     ) -> StatefulSourcePartition[str, int]:
         """A reader of the file from byte ``resume_state``."""
-        _, path = for_part.split("::", 1)
-        return _Lines(Path(path), self._batch_size, resume_state)
+        return _Lines(_path_of(for_part), self._batch_size, resume_state)
 
 
 class DirSource(FixedPartitionedSource[str, int]):
@@ -141,8 +148,7 @@ class DirSource(FixedPartitionedSource[str, int]):
         self, step_id: str, for_part: str, resume_state: int | None
     ) -> StatefulSourcePartition[str, int]:
         """A reader of one file from byte ``resume_state``."""
-        _, path = for_part.split("::", 1)
-        return _Lines(self._dir / path, self._batch_size, resume_state)
+        return _Lines(self._dir / _path_of(for_part), self._batch_size, resume_state)
 
 
 class _CSVRows(StatefulSourcePartition[dict[str, str], int]):
@@ -177,7 +183,7 @@ class _CSVRows(StatefulSourcePartition[dict[str, str], int]):
         self._file.close()
 
 
-class CSVSource(FixedPartitionedSource[dict[str, str], int]):
+class CSVSource(_OneFile, FixedPartitionedSource[dict[str, str], int]):
     """The rows of the CSV file ``path`` as dicts keyed by its header row's names.
 
     ``fmtparams`` go to :func:`csv.reader` (``delimiter=";"``...).  Resumes
@@ -191,26 +197,14 @@ class CSVSource(FixedPartitionedSource[dict[str, str], int]):
         get_fs_id: Callable[[Path], str] = _device,
         **fmtparams: Any,
     ) -> None:
-        self._path = Path(path)
-        self._batch_size = batch_size
-        self._get_fs_id = get_fs_id
+        super().__init__(path, batch_size, get_fs_id)
         self._fmtparams = fmtparams
-
-    def __repr__(self) -> str:
-        return f"CSVSource({str(self._path)!r})"
-
-    def list_parts(self) -> list[str]:
-        """The file's partition, if this worker can read it."""
-        if not self._path.exists():
-            return []
-        return [f"{_check_fs_id(self._get_fs_id(self._path.parent))}::{self._path}"]
 
     def build_part(
         self, step_id: str, for_part: str, resume_state: int | None
     ) -> StatefulSourcePartition[dict[str, str], int]:
         """A reader of the rows from byte ``resume_state``."""
-        _, path = for_part.split("::", 1)
-        return _CSVRows(Path(path), self._batch_size, resume_state, self._fmtparams)
+        return _CSVRows(_path_of(for_part), self._batch_size, resume_state, self._fmtparams)
 
 
 class _LineWriter(StatefulSinkPartition[str, int]):

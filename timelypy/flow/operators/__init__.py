@@ -402,6 +402,16 @@ def flat_map_value(
     )
 
 
+def _str_keys(keys: list[Any], key: Any, step_id: str) -> None:
+    """Raise unless every one of ``keys`` (what ``key`` returned) is a ``str``."""
+    if list(_builtins.map(type, keys)).count(str) != len(keys):
+        bad = next(k for k in keys if type(k) is not str)
+        raise TypeError(
+            f"the key function {getattr(key, '__name__', key)!r} of step {step_id!r} "
+            f"must return a str state key, got {type(bad).__name__} {bad!r}; use str(...) on it"
+        )
+
+
 def key_on(step_id: str, up: Stream[X], key: Callable[[X], str]) -> KeyedStream[X]:
     """Make each item ``(key(item), item)``; ``key`` must return a ``str`` (the state key).
 
@@ -416,13 +426,7 @@ def key_on(step_id: str, up: Stream[X], key: Callable[[X], str]) -> KeyedStream[
     def make(step_id: str) -> BatchFn:
         def fn(epoch: int, items: list[Any]) -> list[Any]:
             keys = list(_builtins.map(key, items))
-            if list(_builtins.map(type, keys)).count(str) != len(keys):
-                bad = next(k for k in keys if type(k) is not str)
-                raise TypeError(
-                    f"the key function {getattr(key, '__name__', key)!r} of step {step_id!r} "
-                    f"must return a str state key, got {type(bad).__name__} {bad!r}; "
-                    "use str(...) on it"
-                )
+            _str_keys(keys, key, step_id)
             return list(zip(keys, items, strict=True))
 
         return fn
@@ -739,12 +743,7 @@ def count_final(step_id: str, up: Stream[X], key: Callable[[X], str]) -> KeyedSt
         def fn(epoch: int, items: list[Any]) -> list[Any]:
             # counted per batch in C: one (key, n) per distinct key leaves the batch
             counts = Counter(_builtins.map(key, items))
-            if list(_builtins.map(type, counts)).count(str) != len(counts):
-                bad = next(k for k in counts if type(k) is not str)
-                raise TypeError(
-                    f"the key function of step {step_id!r} must return a str, got "
-                    f"{type(bad).__name__} {bad!r}"
-                )
+            _str_keys(list(counts), key, step_id)
             return list(counts.items())
 
         return fn

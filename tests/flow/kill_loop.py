@@ -1,0 +1,51 @@
+"""The kill-and-resume loop of the connector tests: SIGKILL a two-process job, resume it.
+
+A job writes ``pid-0`` and ``pid-1`` (its processes' ids) to its output
+directory once it runs (``graph_recovery_job.PidSink``).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+def kill_and_resume(
+    start: Callable[[], subprocess.Popen[bytes]], out: Path, kills: int, seed: int
+) -> int:
+    """Start the job ``kills`` times, SIGKILL one of its processes at a random point; resume.
+
+    Returns how many runs were killed (a run that ended before its kill
+    point is not counted); the caller then runs the job once more to its end.
+    """
+    rng = random.Random(seed)
+    killed = 0
+    for _ in range(kills):
+        for pid_file in out.glob("pid-*"):
+            pid_file.unlink()
+        run = start()
+        deadline = time.monotonic() + 30
+        while not ((out / "pid-0").exists() and (out / "pid-1").exists()):
+            assert time.monotonic() < deadline and run.poll() is None, "the job did not start"
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.5))  # a random point of the run, its start included
+        if run.poll() is not None:
+            continue  # it ended before the kill point
+        os.kill(int((out / f"pid-{rng.choice([0, 1])}").read_text()), signal.SIGKILL)
+        killed += 1
+        try:
+            run.wait(30)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            run.wait(10)
+        for other in out.glob("pid-*"):  # a helper left behind by a killed parent
+            try:
+                os.kill(int(other.read_text()), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+    return killed
