@@ -44,8 +44,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import functools
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import Any
@@ -402,6 +404,14 @@ def _flow_input(
         workers = check_workers(default_workers(sc, workers))
         return sc.parallelize([], workers), _config_program(flow, None, recovery_config, deliver)
     spark_input = None
+    if not flow.has_chain and isinstance(source, dict):
+        # several SparkInputs, each fed its own RDD or DataFrame
+        if epoch_of is not None or epoch_length is not None or presorted:
+            raise ConfigError(
+                "epoch_of, epoch_length and presorted apply to one source; with a dict of "
+                "sources every record is in epoch 0"
+            )
+        return _several_inputs(sc, flow, source, fed, workers, row_type, recovery_config, deliver)
     if not flow.has_chain:
         if isinstance(source, InputConfig):
             raise FlowError(
@@ -411,7 +421,8 @@ def _flow_input(
         if len(fed) != 1:
             raise FlowError(
                 "an RDD or DataFrame source feeds the flow's one op.input step whose source is "
-                f"SparkInput(); this flow has {len(fed)} ({fed})"
+                f"SparkInput(); this flow has {len(fed)} ({fed}): pass a dict of sources by "
+                "step name to feed several"
             )
         spark_input = fed[0]
     elif fed:
@@ -636,6 +647,95 @@ class SparkInput(DynamicSource[Any]):
             f"input step {step_id!r} reads a SparkInput, which only timelypy_spark.run_flow "
             "and iter_flow feed (with an RDD or DataFrame)"
         )
+
+
+def _several_inputs(
+    sc: Any,
+    flow: Dataflow,
+    sources: dict[str, Any],
+    fed: list[str],
+    workers: int | None,
+    row_type: str,
+    recovery_config: RecoveryConfig | None,
+    deliver: bool,
+) -> tuple[Any, StreamProgram]:
+    """Several SparkInputs: one RDD of ``(input, record)``, split again in each task.
+
+    ``sources`` maps each SparkInput step's name (or full step ID) to its RDD
+    or DataFrame. Their records are tagged with their input's number and
+    shuffled into ``workers`` partitions together; a task hands each
+    input's records to that input's reader (holding the others' until their
+    reader asks), every record in epoch 0.
+    """
+    by_name = {step_id.rsplit(".", 1)[-1]: step_id for step_id in fed}
+    steps: list[str] = []
+    tagged = []
+    for name, source in sources.items():
+        step_id = name if name in fed else by_name.get(name)
+        if step_id is None:
+            raise FlowError(
+                f"run_flow's sources name {name!r}, which is no SparkInput step of the flow "
+                f"(those are {fed})"
+            )
+        rdd = as_rdd(source, None, "run_flow()")
+        convert = row_reader(source, row_type)
+        if convert is not None:
+            rdd = rdd.mapPartitions(convert)
+        tagged.append(rdd.map(functools.partial(_tag, len(steps))))
+        steps.append(step_id)
+    missing = sorted(set(fed) - set(steps))
+    if missing:
+        raise FlowError(f"no source was given for the SparkInput step(s) {missing}")
+    union = sc.union(tagged)
+    count = check_workers(default_workers(sc, workers))
+    rdd = union.repartition(count)
+
+    def program(
+        worker: Any, partition: Iterator[Any], emit: EmitRecords, task: TaskContext
+    ) -> None:
+        demux = _Demux(partition, len(steps))
+        configs = {
+            step_id: ManualInputConfig(functools.partial(_demuxed, demux, i))
+            for i, step_id in enumerate(steps)
+        }
+        _run_task(worker, flow, None, emit, task, recovery_config, deliver, configs)
+
+    return rdd, program
+
+
+def _tag(index: int, record: Any) -> tuple[int, Any]:
+    return index, record
+
+
+class _Demux:
+    """One partition of ``(input, record)``, read as one stream of records per input."""
+
+    def __init__(self, records: Iterator[Any], inputs: int) -> None:
+        self._records = iter(records)
+        self._held: list[deque[Any]] = [deque() for _ in range(inputs)]
+        self._ended = False
+
+    def stream(self, index: int) -> Iterator[Any]:
+        """Input ``index``'s records, in the partition's order."""
+        held = self._held[index]
+        while True:
+            while held:
+                yield held.popleft()
+            if self._ended:
+                return
+            entry = next(self._records, None)
+            if entry is None:
+                self._ended = True
+                continue
+            tag, record = entry
+            if tag == index:
+                yield record
+            else:
+                self._held[tag].append(record)
+
+
+def _demuxed(demux: _Demux, index: int, worker_index: int, worker_count: int, resume: int) -> Any:
+    return _one_epoch(demux.stream(index), resume)
 
 
 def _spark_inputs(flow: Dataflow) -> list[str]:

@@ -78,6 +78,36 @@ def test_iter_flow_streams_a_graph_flow(idle):
     assert sorted(got) == [x * x for x in range(50)]
 
 
+def test_several_rdds_and_a_dataframe_feed_several_spark_inputs(idle):
+    def build() -> Dataflow:
+        flow = Dataflow("many")
+        names = op.input("names", flow, timelypy_spark.SparkInput())
+        ages = op.input("ages", flow, timelypy_spark.SparkInput())
+        towns = op.map("town", op.input("towns", flow, timelypy_spark.SparkInput()), tuple)
+        joined = op.join("people", names, ages, towns, emit_mode="final")
+        op.output("out", joined, CaptureSink())
+        return flow
+
+    names = [(f"u{i}", f"name{i}") for i in range(40)]
+    ages = [(f"u{i}", 20 + i) for i in range(0, 40, 2)]
+    towns = [(f"u{i}", f"town{i}") for i in range(0, 40, 3)]
+    sources = {
+        "names": idle.sparkContext.parallelize(names, 3),
+        "ages": idle.sparkContext.parallelize(ages, 2),
+        "towns": idle.createDataFrame(towns, "k string, town string"),
+    }
+    got = timelypy_spark.run_flow(idle, build(), sources, workers=2, collect=True)
+    age, town = dict(ages), dict(towns)
+    want = [(k, (n, age.get(k), town.get(k))) for k, n in names]
+    assert sorted(item for _, item in got) == sorted(want)
+    with pytest.raises(
+        FlowError, match=r"no source was given for the SparkInput step\(s\) \['many.towns'\]"
+    ):
+        timelypy_spark.run_flow(idle, build(), {k: v for k, v in sources.items() if k != "towns"})
+    with pytest.raises(FlowError, match="which is no SparkInput step"):
+        timelypy_spark.run_flow(idle, build(), {**sources, "bogus": sources["ages"]})
+
+
 def test_spark_input_misuse_is_refused(idle):
     with pytest.raises(FlowError, match=r"pass run_flow the RDD or DataFrame"):
         timelypy_spark.run_flow(idle, _graph(timelypy_spark.SparkInput()), collect=True)
