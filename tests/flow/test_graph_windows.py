@@ -15,6 +15,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import timelypy.flow.operators as op
 from timelypy.errors import FlowError, StepError
@@ -319,3 +321,37 @@ def test_the_fast_path_gives_every_event_the_general_engine_gives(seed):
         assert (general.snapshot(key) is None) == (fast.snapshot(key) is None)
     assert general.eof() == fast.eof()
     assert general.keys == {} and fast.keys == {}
+
+
+_batches = st.integers(min_value=1, max_value=9)
+_streams = st.lists(
+    st.tuples(st.sampled_from("abc"), st.integers(min_value=0, max_value=120)),
+    min_size=1,
+    max_size=60,
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(stream=_streams, batch=_batches, wait=st.integers(min_value=0, max_value=15))
+def test_windows_do_not_depend_on_the_number_of_workers(stream, batch, wait):
+    """Property: one worker and three give the same windows, late values and metadata."""
+    from timelypy.flow.testing import cluster_main
+
+    items = [(key, (ALIGN + timedelta(seconds=t), i)) for i, (key, t) in enumerate(stream)]
+
+    def outputs(workers: int) -> dict[str, Counter[str]]:
+        flow = Dataflow("prop")
+        s = op.input("inp", flow, TestingSource(items, batch))
+        clock = w.EventClock(_at, timedelta(seconds=wait), now_getter=_fixed_now)
+        got: dict[str, list[Any]] = {"down": [], "late": [], "meta": []}
+        for name, windower in (
+            ("tumbling", w.TumblingWindower(timedelta(seconds=10), ALIGN)),
+            ("session", w.SessionWindower(timedelta(seconds=6))),
+        ):
+            out = w.collect_window(name, s, clock, windower)
+            for kind in got:
+                op.output(f"{name}_{kind}", getattr(out, kind), TestingSink(got[kind]))
+        cluster_main(flow, [], 0, worker_count_per_proc=workers, epoch_interval=ZERO)
+        return {kind: Counter(map(repr, values)) for kind, values in got.items()}
+
+    assert outputs(1) == outputs(3)
