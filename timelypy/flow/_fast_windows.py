@@ -29,7 +29,7 @@ from typing import Any
 
 from timelypy.errors import FlowError
 from timelypy.flow._keyed import KeyedLogic, _Timers
-from timelypy.flow._windows import DOWN, LATE, META, TOMBSTONES, forget
+from timelypy.flow._windows import DOWN, LATE, META, TOMBSTONES, forget, group_by_key
 
 __all__ = ["FastKey", "FastPlan", "FastWindowsLogic", "micros"]
 
@@ -339,13 +339,7 @@ class FastWindowsLogic(KeyedLogic):
         if now > self._now:
             self._now = now
         now = self._now
-        groups: dict[str, list[Any]] = {}
-        for key, value in items:
-            values = groups.get(key)
-            if values is None:
-                groups[key] = [value]
-            else:
-                values.append(value)
+        groups = group_by_key(items)
         out: list[Any] = []
         append = out.append
         wall = time.time()

@@ -163,17 +163,10 @@ class GraphBuilder:
         if step.operator == "join":
             tagged = []
             for side, up in enumerate(step.ups):
-                lazy = self.lazy(up, step)
-                chain = [*lazy.chain, (step, _tagger(check, side))]
-                if self.flow.consumers(up) == 1:
-                    base = lazy.base
-                else:
-                    base = self.materialize(up, step)
-                    chain = [(step, _tagger(check, side))]
-                name = "+".join(part.step_id for part, _ in chain[:-1]) or step_id
-                from timelypy.flow.steps import stateless_chain
-
-                tagged.append(stateless_chain(base, f"{name}.side{side}", chain))
+                # each side tagged with its number, fused into the side's own chain
+                out = f"{step_id}.side{side}"
+                self.extend(up, step, _tagger(check, side), out)
+                tagged.append(self.materialize(out, step))
             stream = concatenate(self.scope, tagged)
             check = _no_check
         else:

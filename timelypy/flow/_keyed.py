@@ -563,9 +563,3 @@ def keyed_operator(
     return stream.unary_frontier(
         pact if pact is not None else Exchange(route_by_key), step_id, constructor
     )
-
-
-def batches(items: Iterable[Any], size: int) -> list[list[Any]]:
-    """``items`` in lists of at most ``size``."""
-    items = list(items)
-    return [items[i : i + size] for i in range(0, len(items), size)]

@@ -39,6 +39,7 @@ __all__ = [
     "KeyWindows",
     "WindowsLogic",
     "forget",
+    "group_by_key",
     "split_events",
 ]
 
@@ -50,6 +51,18 @@ NOTIFY_BACKOFF = 0.05
 DOWN, LATE, META = 0, 1, 2
 _UTC = datetime.UTC
 _UTC_MIN = datetime.datetime.min.replace(tzinfo=_UTC)
+
+
+def group_by_key(items: list[tuple[str, Any]]) -> dict[str, list[Any]]:
+    """The values of ``(key, value)`` items per key, each key's in their order."""
+    groups: dict[str, list[Any]] = {}
+    for key, value in items:
+        values = groups.get(key)
+        if values is None:
+            groups[key] = [value]
+        else:
+            values.append(value)
+    return groups
 
 
 def forget(logic: Any, key: str, watermark: Any) -> None:
@@ -179,13 +192,7 @@ class WindowsLogic(KeyedLogic):
     # -- KeyedLogic ---------------------------------------------------------------
 
     def apply(self, epoch: int, items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-        groups: dict[str, list[Any]] = {}
-        for key, value in items:
-            values = groups.get(key)
-            if values is None:
-                groups[key] = [value]
-            else:
-                values.append(value)
+        groups = group_by_key(items)
         out: list[Any] = []
         for key, values in groups.items():
             state = self._key(key)

@@ -48,7 +48,7 @@ from __future__ import annotations
 import abc
 import datetime
 from collections.abc import Iterable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from timelypy.errors import FlowError
 
@@ -214,8 +214,3 @@ class _PollingPartition(StatefulSourcePartition[X, None]):
 
     def snapshot(self) -> None:
         return None
-
-
-def describe_source(source: Any) -> str:
-    """A short name of ``source`` for error messages."""
-    return type(source).__name__
