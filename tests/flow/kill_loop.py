@@ -16,12 +16,19 @@ from pathlib import Path
 
 
 def kill_and_resume(
-    start: Callable[[], subprocess.Popen[bytes]], out: Path, kills: int, seed: int
+    start: Callable[[], subprocess.Popen[bytes]],
+    out: Path,
+    kills: int,
+    seed: int,
+    span: float = 0.5,
 ) -> int:
     """Start the job ``kills`` times, SIGKILL one of its processes at a random point; resume.
 
-    Returns how many runs were killed (a run that ended before its kill
-    point is not counted); the caller then runs the job once more to its end.
+    The kill point is up to ``span`` seconds after both processes run: keep
+    ``kills * span`` below the job's own length, or later runs end before
+    their kill point. Returns how many runs were killed (a run that ended
+    before its kill point, or whose process ended just before the signal, is
+    not counted); the caller then runs the job once more to its end.
     """
     rng = random.Random(seed)
     killed = 0
@@ -33,11 +40,14 @@ def kill_and_resume(
         while not ((out / "pid-0").exists() and (out / "pid-1").exists()):
             assert time.monotonic() < deadline and run.poll() is None, "the job did not start"
             time.sleep(0.01)
-        time.sleep(rng.uniform(0.0, 0.5))  # a random point of the run, its start included
+        time.sleep(rng.uniform(0.0, span))  # a random point of the run, its start included
         if run.poll() is not None:
             continue  # it ended before the kill point
-        os.kill(int((out / f"pid-{rng.choice([0, 1])}").read_text()), signal.SIGKILL)
-        killed += 1
+        try:
+            os.kill(int((out / f"pid-{rng.choice([0, 1])}").read_text()), signal.SIGKILL)
+            killed += 1
+        except ProcessLookupError:
+            pass  # that process ended between the poll and the signal: the run is ending
         try:
             run.wait(30)
         except subprocess.TimeoutExpired:

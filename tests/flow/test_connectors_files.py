@@ -101,7 +101,9 @@ def _run_with_kills(tmp_path: Path, kills: int, seed: int, items: int) -> int:
     assert sum(want.values()) > 150
     out, store = tmp_path / "out", tmp_path / "store"
     out.mkdir()
-    killed = kill_and_resume(lambda: start(out, store), out, kills, seed)
+    killed = kill_and_resume(
+        lambda: start(out, store), out, kills, seed, span=items / 1000 / (kills + 1)
+    )
     final = start(out, store)
     assert final.wait(120) == 0, final.stderr.read().decode() if final.stderr else ""
     got = _lines(out)
@@ -112,7 +114,7 @@ def _run_with_kills(tmp_path: Path, kills: int, seed: int, items: int) -> int:
 
 @pytest.mark.timeout(300)
 def test_file_and_dir_sinks_are_exactly_once_through_sigkills(tmp_path):
-    assert _run_with_kills(tmp_path, kills=3, seed=38, items=500) >= 2
+    assert _run_with_kills(tmp_path, kills=3, seed=38, items=1200) >= 2
 
 
 @pytest.mark.slow

@@ -141,7 +141,9 @@ def _run_with_kills(dsn: str, tmp_path: Path, kills: int, seed: int, items: int)
     assert clean.wait(120) == 0, clean.stderr.read().decode() if clean.stderr else ""
     out, store = tmp_path / "out", tmp_path / "store"
     out.mkdir()
-    killed = kill_and_resume(lambda: start("out", out, store), out, kills, seed)
+    killed = kill_and_resume(
+        lambda: start("out", out, store), out, kills, seed, span=items / 1000 / (kills + 1)
+    )
     final = start("out", out, store)
     assert final.wait(120) == 0, final.stderr.read().decode() if final.stderr else ""
     want, got = _table(dsn, f"{prefix}_clean"), _table(dsn, f"{prefix}_out")
@@ -154,7 +156,7 @@ def _run_with_kills(dsn: str, tmp_path: Path, kills: int, seed: int, items: int)
 
 @pytest.mark.timeout(300)
 def test_the_sink_is_exactly_once_through_sigkills(dsn, tmp_path):
-    assert _run_with_kills(dsn, tmp_path, kills=3, seed=38, items=400) >= 2
+    assert _run_with_kills(dsn, tmp_path, kills=3, seed=38, items=1200) >= 2
 
 
 @pytest.mark.slow

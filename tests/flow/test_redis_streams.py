@@ -157,7 +157,9 @@ def _run_with_kills(
     assert clean.wait(120) == 0, clean.stderr.read().decode() if clean.stderr else ""
     out, store = tmp_path / "out", tmp_path / "store"
     out.mkdir()
-    killed = kill_and_resume(lambda: start(f"out{seed}", out, store), out, kills, seed)
+    killed = kill_and_resume(
+        lambda: start(f"out{seed}", out, store), out, kills, seed, span=items / 1000 / (kills + 1)
+    )
     final = start(f"out{seed}", out, store)
     assert final.wait(120) == 0, final.stderr.read().decode() if final.stderr else ""
     want = Counter(
@@ -176,7 +178,7 @@ def _run_with_kills(
 
 @pytest.mark.timeout(300)
 def test_the_sink_is_exactly_once_through_sigkills(server, tmp_path):
-    assert _run_with_kills(server, tmp_path, kills=3, seed=38, items=400) >= 2
+    assert _run_with_kills(server, tmp_path, kills=3, seed=38, items=1200) >= 2
 
 
 @pytest.mark.slow
