@@ -326,4 +326,3 @@ def peer_run(parser: Any, args: Any, logger: logging.Logger) -> PeerRun:
     scale = args.scale or (10 if args.quick else 1)
     repeat = args.repeat or (3 if args.quick else 5)
     return PeerRun(bytewax, scale, repeat, "full size" if scale == 1 else f"1/{scale} size")
-

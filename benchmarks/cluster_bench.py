@@ -425,7 +425,10 @@ def measure_exchange(rounds: int, size: dict[str, int], timeout: float) -> list[
     codec_pass(batches)
     floor_pass(inputs)
     stats = {
-        "timelypy": Candidate(), "msgpack": Candidate(), "codec": Candidate(), "floor": Candidate()
+        "timelypy": Candidate(),
+        "msgpack": Candidate(),
+        "codec": Candidate(),
+        "floor": Candidate(),
     }
     for _ in range(rounds):
         results = run_cluster("exchange.py", 2, params, timeout)

@@ -903,7 +903,11 @@ def print_profiles(workloads: Sequence[FlowWorkload], top: int, markdown: bool) 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the flow benchmark (or profile it) and print its tables."""
     parser = peer_parser(
-        "benchmarks.flow_bench", __doc__, "10x smaller inputs, 3 repeats", "workload", WORKLOADS,
+        "benchmarks.flow_bench",
+        __doc__,
+        "10x smaller inputs, 3 repeats",
+        "workload",
+        WORKLOADS,
         "profile timelypy's candidates instead of timing",
     )
     parser.add_argument(
@@ -912,7 +916,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = peer_run(parser, args, logger)
     bytewax, scale, repeat, size = (
-        settings.bytewax, settings.scale, settings.repeat, settings.size
+        settings.bytewax,
+        settings.scale,
+        settings.repeat,
+        settings.size,
     )
     lines = _data.load_lines()
     lines = lines[: len(lines) // scale]

@@ -547,8 +547,12 @@ def print_profile(w: RecoveryWorkload, root: Path, top: int, markdown: bool) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the recovery benchmark (or profile it) and print its table."""
     parser = peer_parser(
-        "benchmarks.recovery_bench", __doc__, "10x smaller inputs, 3 repeats", "workload",
-        WORKLOADS, "profile 'timelypy recovery' instead of timing",
+        "benchmarks.recovery_bench",
+        __doc__,
+        "10x smaller inputs, 3 repeats",
+        "workload",
+        WORKLOADS,
+        "profile 'timelypy recovery' instead of timing",
     )
     parser.add_argument(
         "--dir", type=Path, default=None, help="where the stores go (a fresh temporary directory)"
@@ -556,7 +560,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = peer_run(parser, args, logger)
     bytewax, scale, repeat, size = (
-        settings.bytewax, settings.scale, settings.repeat, settings.size
+        settings.bytewax,
+        settings.scale,
+        settings.repeat,
+        settings.size,
     )
     names = [name for name in WORKLOADS if name in (args.workload or WORKLOADS)]
     if args.dir is not None:

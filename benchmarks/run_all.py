@@ -187,10 +187,16 @@ def summarize_spark(name: str, text: str) -> list[Row]:
         for r in table:
             peer = "vs DataFrame" if "vs DataFrame" in r else "vs mapInArrow"
             rate = r.get("words/s") or r.get("rows/s", "")
-            rows.append([
-                name, r["workload"], r["candidate"], rate, "",
-                f"{r[peer]} the speed of PySpark {peer[3:]}",
-            ])
+            rows.append(
+                [
+                    name,
+                    r["workload"],
+                    r["candidate"],
+                    rate,
+                    "",
+                    f"{r[peer]} the speed of PySpark {peer[3:]}",
+                ]
+            )
     return rows
 
 

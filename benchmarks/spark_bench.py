@@ -281,8 +281,12 @@ def wordcount(
     def flow_arrow() -> dict[str, int]:
         frame = spark.read.text(paths)
         counts = timelypy_spark.run_flow(
-            spark, docs_flow(from_rows=True), frame, workers=cores,
-            schema="word string, count long", epoch_column=None,
+            spark,
+            docs_flow(from_rows=True),
+            frame,
+            workers=cores,
+            schema="word string, count long",
+            epoch_column=None,
         )
         try:
             return {row[0]: row[1] for row in counts.collect()}
@@ -307,7 +311,8 @@ def wordcount(
     peaks: dict[str, list[float]] = {name: [] for name in candidates}
     stats = measure_interleaved(
         {name: with_peaks(fn, peaks[name]) for name, fn in candidates.items()},
-        repeat=repeat, warmup=warmup,
+        repeat=repeat,
+        warmup=warmup,
     )
     for name, stat in stats.items():
         if dict(stat.result) != dict(expected):
@@ -361,7 +366,8 @@ def map_step(spark: Any, rows: int, cores: int, repeat: int) -> tuple[Any, Any]:
     peaks: dict[str, list[float]] = {name: [] for name in candidates}
     stats = measure_interleaved(
         {name: with_peaks(fn, peaks[name]) for name, fn in candidates.items()},
-        repeat=repeat, warmup=1,
+        repeat=repeat,
+        warmup=1,
     )
     if stats["timelypy arrow"].result != stats["pyspark mapInArrow"].result:
         raise AssertionError(
@@ -415,7 +421,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="a tenth of the corpus, 3 runs")
     parser.add_argument(
-        "--words", default=None,
+        "--words",
+        default=None,
         help="wordcount sizes, multiples of 2M: e.g. 2M,10M,20M (default 2M)",
     )
     parser.add_argument(
@@ -450,7 +457,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
 
     # one partition per file (one file per core), for every candidate alike
     spark = timelypy_spark.session(
-        args.master, "timelypy-spark-bench", spark__ui__showConsoleProgress="false",
+        args.master,
+        "timelypy-spark-bench",
+        spark__ui__showConsoleProgress="false",
         **{
             "spark.hadoop.mapreduce.input.fileinputformat.split.minsize": str(1 << 40),
             "spark.sql.files.maxPartitionBytes": str(1 << 40),
@@ -464,23 +473,43 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         for index, (words, paths, expected) in enumerate(sizes):
             # the first size warms twice: each Python worker imports pyarrow and pandas once
             stats, peaks = wordcount(spark, paths, cores, repeat, expected, 2 if index == 0 else 1)
-            rows.extend(_table_rows(
-                f"wordcount {words:,} words on {args.master}", stats, peaks,
-                words, "words/s", "pyspark dataframe", "vs DataFrame", FLOOR,
-            ))
+            rows.extend(
+                _table_rows(
+                    f"wordcount {words:,} words on {args.master}",
+                    stats,
+                    peaks,
+                    words,
+                    "words/s",
+                    "pyspark dataframe",
+                    "vs DataFrame",
+                    FLOOR,
+                )
+            )
         if args.map_rows and not args.quick:
             stats, peaks = map_step(spark, args.map_rows, cores, repeat)
-            map_rows.extend(_table_rows(
-                f"DataFrame map {args.map_rows:,} rows on {args.master}", stats, peaks,
-                args.map_rows, "rows/s", "pyspark mapInArrow", "vs mapInArrow",
-            ))
+            map_rows.extend(
+                _table_rows(
+                    f"DataFrame map {args.map_rows:,} rows on {args.master}",
+                    stats,
+                    peaks,
+                    args.map_rows,
+                    "rows/s",
+                    "pyspark mapInArrow",
+                    "vs mapInArrow",
+                )
+            )
     finally:
         spark.stop()
 
     print_table(
         rows,
         [
-            "workload", "candidate", "median s", "words/s", "worker peak RSS", "vs DataFrame",
+            "workload",
+            "candidate",
+            "median s",
+            "words/s",
+            "worker peak RSS",
+            "vs DataFrame",
             "vs floor",
         ],
         markdown=args.markdown,

@@ -57,7 +57,10 @@ def trial(mode: str) -> dict:
         output = Path(root, "report.json")
         result = subprocess.run(
             [sys.executable, str(SCRIPT), "--master", MASTER, *args, str(pids), str(output)],
-            capture_output=True, text=True, timeout=600, cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=root,
             env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable),
         )
         if result.returncode != 0:
@@ -101,8 +104,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     print_table(
         rows,
-        ["mode", "run_flow median", "vs off", "kill -> resumed 1st epoch",
-         "kill -> TaskLostError", "trials"],
+        [
+            "mode",
+            "run_flow median",
+            "vs off",
+            "kill -> resumed 1st epoch",
+            "kill -> TaskLostError",
+            "trials",
+        ],
         markdown=args.markdown,
     )
     return 0

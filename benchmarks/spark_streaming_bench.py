@@ -122,8 +122,11 @@ def run_spark(spark: Any, batches: list[list[str]]) -> tuple[list[float], dict[s
         lines = spark.readStream.option("maxFilesPerTrigger", 1).text(folder)
         words = lines.select(explode(split(lines.value, " ")).alias("word"))
         query = (
-            words.groupBy("word").count().writeStream.outputMode("update")
-            .foreachBatch(collect).start()
+            words.groupBy("word")
+            .count()
+            .writeStream.outputMode("update")
+            .foreachBatch(collect)
+            .start()
         )
         latencies: list[float] = []
         counts: dict[str, int] = {}
@@ -160,7 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     corpus = load_lines()
     spark = timelypy_spark.session(
-        MASTER, "timelypy-streaming-bench", spark__ui__enabled="false",
+        MASTER,
+        "timelypy-streaming-bench",
+        spark__ui__enabled="false",
         spark__ui__showConsoleProgress="false",
     )
     rows = []
@@ -174,21 +179,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             spark_times, spark_counts = run_spark(spark, batches)
             assert spark_counts == expected, "Spark's counts differ from Counter's"
             spark_med, spark_p90 = summary(spark_times[args.warmup :])
-            rows.append([
-                f"Spark alone, {size:,} lines", f"{spark_med * 1000:.0f} ms",
-                f"{spark_p90 * 1000:.0f} ms", "-", f"{size / spark_med:,.0f}", "1.00x",
-            ])
+            rows.append(
+                [
+                    f"Spark alone, {size:,} lines",
+                    f"{spark_med * 1000:.0f} ms",
+                    f"{spark_p90 * 1000:.0f} ms",
+                    "-",
+                    f"{size / spark_med:,.0f}",
+                    "1.00x",
+                ]
+            )
             for arrow in (False, True):
                 file_times, close_times, counts = run_timelypy(spark, batches, arrow)
                 assert counts == expected, "timelypy's counts differ from Counter's"
                 med, p90 = summary(file_times[args.warmup :])
                 close_med, close_p90 = summary(close_times[args.warmup :])
-                rows.append([
-                    f"timelypy{' arrow' if arrow else ''}, {size:,} lines",
-                    f"{med * 1000:.0f} ms", f"{p90 * 1000:.0f} ms",
-                    f"{close_med * 1000:.0f} / {close_p90 * 1000:.0f} ms",
-                    f"{size / med:,.0f}", f"{spark_med / med:.2f}x",
-                ])
+                rows.append(
+                    [
+                        f"timelypy{' arrow' if arrow else ''}, {size:,} lines",
+                        f"{med * 1000:.0f} ms",
+                        f"{p90 * 1000:.0f} ms",
+                        f"{close_med * 1000:.0f} / {close_p90 * 1000:.0f} ms",
+                        f"{size / med:,.0f}",
+                        f"{spark_med / med:.2f}x",
+                    ]
+                )
     finally:
         spark.stop()
     print(
@@ -197,8 +212,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print_table(
         rows,
-        ["run", "file->driver median", "p90", "close->driver median / p90", "lines/s",
-         "speed vs Spark"],
+        [
+            "run",
+            "file->driver median",
+            "p90",
+            "close->driver median / p90",
+            "lines/s",
+            "speed vs Spark",
+        ],
         markdown=args.markdown,
     )
     return 0

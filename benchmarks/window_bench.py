@@ -422,9 +422,7 @@ def bytewax_windows(
     meta: list[Any] = []
     flow = dataflow.Dataflow(f"window_{name}")
     s = op.input("inp", flow, bytewax_peer.list_source(events))
-    clock = windowing.EventClock(
-        event_time, WAIT, now_getter=frozen_now, to_system_utc=never_wake
-    )
+    clock = windowing.EventClock(event_time, WAIT, now_getter=frozen_now, to_system_utc=never_wake)
     out = windowing.fold_window(
         "sum", s, clock, bytewax_windower(name), zero, fold_sum, add_sums, ordered=ordered
     )
@@ -478,9 +476,7 @@ def from_plain(out: Iterable[Window]) -> Normalized:
 
 def from_timelypy(out: Iterable[tuple[int, tuple[str, Any]]]) -> Normalized:
     """``(epoch, (key, (WindowMetadata, sum)))`` from ``run``; the epoch is dropped."""
-    return Counter(
-        (key, meta.open_time, meta.close_time, acc) for _, (key, (meta, acc)) in out
-    )
+    return Counter((key, meta.open_time, meta.close_time, acc) for _, (key, (meta, acc)) in out)
 
 
 def from_bytewax(out: tuple[list[Any], list[Any]]) -> Normalized:
@@ -523,7 +519,9 @@ def _sliding(events: Sequence[Event]) -> list[Window]:
 WINDOWINGS = {
     "tumbling": Windowing("tumbling", TumblingWindowConfig(TUMBLE), _tumbling, 1),
     "sliding": Windowing(
-        "sliding", SlidingWindowConfig(SLIDE_LENGTH, SLIDE_OFFSET), _sliding,
+        "sliding",
+        SlidingWindowConfig(SLIDE_LENGTH, SLIDE_OFFSET),
+        _sliding,
         SLIDE_LENGTH // SLIDE_OFFSET,
     ),
     "session": Windowing("session", SessionWindowConfig(GAP), plain_session, 1),
@@ -604,13 +602,20 @@ def goal_rows(workloads: Sequence[FlowWorkload]) -> list[list[str]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the windowing benchmark (or profile it) and print its tables."""
     parser = peer_parser(
-        "benchmarks.window_bench", __doc__, "100,000 events, 3 repeats", "windower", WINDOWERS,
+        "benchmarks.window_bench",
+        __doc__,
+        "100,000 events, 3 repeats",
+        "windower",
+        WINDOWERS,
         "profile timelypy's candidates instead of timing",
     )
     args = parser.parse_args(argv)
     settings = peer_run(parser, args, logger)
     bytewax, scale, repeat, size = (
-        settings.bytewax, settings.scale, settings.repeat, settings.size
+        settings.bytewax,
+        settings.scale,
+        settings.repeat,
+        settings.size,
     )
     names = [name for name in WINDOWERS if name in (args.windower or WINDOWERS)]
 
@@ -659,6 +664,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"every candidate, equal to plain Python's); windows: {', '.join(windows)}"
     )
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -80,9 +80,7 @@ def exercise(scope: timelypy.Scope) -> timelypy.CaptureQueue:
     def loop(inner: timelypy.Scope) -> timelypy.Stream:
         handle, cycle = inner.feedback(1)
         stepped = (
-            start.enter(inner)
-            .concat(cycle)
-            .map(lambda r: (r[0], collatz_step(r[1]), r[2] + 1))
+            start.enter(inner).concat(cycle).map(lambda r: (r[0], collatz_step(r[1]), r[2] + 1))
         )
         stepped.filter(lambda r: r[1] != 1).connect_loop(handle)
         return stepped.filter(lambda r: r[1] == 1).leave()

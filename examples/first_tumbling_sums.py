@@ -35,16 +35,21 @@ def sums(path="events.jsonl"):
     flow = Dataflow("sums")
     events = op.map("parse", op.input("lines", flow, FileSource(path)), json.loads)
     by_user = op.key_on("by_user", events, lambda event: event["user"])
-    clock = win.EventClock(
-        lambda event: datetime.fromisoformat(event["at"]), timedelta(seconds=10)
-    )
+    clock = win.EventClock(lambda event: datetime.fromisoformat(event["at"]), timedelta(seconds=10))
     windows = win.fold_window(
-        "sum", by_user, clock, win.TumblingWindower(timedelta(minutes=1), ALIGN),
-        float, lambda total, event: total + event["amount"], lambda a, b: a + b,
+        "sum",
+        by_user,
+        clock,
+        win.TumblingWindower(timedelta(minutes=1), ALIGN),
+        float,
+        lambda total, event: total + event["amount"],
+        lambda a, b: a + b,
     )
+
     def show(user_window):
         user, (window_id, total) = user_window
         return f"{user} {(ALIGN + timedelta(minutes=window_id)):%H:%M} {total:g}"
+
     op.output("out", op.map("show", windows.down, show), StdOutSink())
     op.output("late", op.map("late_show", windows.late, lambda kv: f"late {kv}"), StdOutSink())
     return flow

@@ -50,6 +50,7 @@ def readings() -> list[tuple[str, tuple[datetime, float]]]:
     # the network swaps neighbours: readings arrive up to 20 s out of order
     for i in range(0, len(out) - 2, 3):
         out[i], out[i + 2] = out[i + 2], out[i]
+
     # ... and one reading of sensor-b from 12:01:21 arrives a minute late
     def of_b(seconds: int) -> int:
         at = START + timedelta(seconds=seconds)
@@ -93,12 +94,20 @@ def make_flow(late: list[Any]) -> Dataflow:
     per_five = EventClockConfig(reading_time, timedelta(minutes=1), now_getter=frozen)
     flow = Dataflow()
     flow.fold_window(
-        "minute", per_minute, TumblingWindowConfig(timedelta(minutes=1)), zero, add_reading,
-        window_meta=True, late=lambda epoch, item: late.append(item),
+        "minute",
+        per_minute,
+        TumblingWindowConfig(timedelta(minutes=1)),
+        zero,
+        add_reading,
+        window_meta=True,
+        late=lambda epoch, item: late.append(item),
     )
     flow.map(minute_average)
     flow.reduce_window(
-        "warmest", per_five, TumblingWindowConfig(timedelta(minutes=5)), warmer,
+        "warmest",
+        per_five,
+        TumblingWindowConfig(timedelta(minutes=5)),
+        warmer,
         window_meta=True,
     )
     flow.capture()

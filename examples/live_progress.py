@@ -20,8 +20,7 @@ EPOCHS, PER_EPOCH = 200, 500
 def program(worker: timelypy.Worker) -> int:
     handle, probe = timelypy.InputHandle(), timelypy.ProbeHandle()
     worker.dataflow(
-        lambda scope: scope.input_from(handle).exchange(lambda x: x).map(str)
-        .probe_with(probe)
+        lambda scope: scope.input_from(handle).exchange(lambda x: x).map(str).probe_with(probe)
     )
     line = show_progress(worker, probe, every=0.25, name="numbers")
     for epoch in range(EPOCHS):

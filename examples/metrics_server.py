@@ -22,11 +22,13 @@ def program(worker: timelypy.Worker) -> None:
     server = timelypy.metrics.serve(worker, port=0)
     handle, probe = timelypy.InputHandle(), timelypy.ProbeHandle()
     worker.dataflow(
-        lambda scope: scope.input_from(handle)
-        .flat_map(lambda x: [x, -x])
-        .filter(lambda x: x > 0)
-        .exchange(lambda x: x)
-        .probe_with(probe)
+        lambda scope: (
+            scope.input_from(handle)
+            .flat_map(lambda x: [x, -x])
+            .filter(lambda x: x > 0)
+            .exchange(lambda x: x)
+            .probe_with(probe)
+        )
     )
     handle.send_batch(list(range(worker.index, 1000, worker.peers)))
     handle.advance_to(1)

@@ -37,12 +37,18 @@ def main() -> None:
 
     steps = [
         ("source holds a capability at 0", [(Source(1, 0), 0, 1)]),
-        ("source sends a message at 0 and moves to 1", [
-            (Target(2, 0), 0, 1), (Source(1, 0), 0, -1), (Source(1, 0), 1, 1)]),
-        ("body consumes it and sends it round the loop at 0", [
-            (Target(2, 0), 0, -1), (Target(3, 0), 0, 1), (Target(4, 0), 0, 1)]),
-        ("feedback forwards it as 1; the sink consumes its copy", [
-            (Target(3, 0), 0, -1), (Target(2, 1), 1, 1), (Target(4, 0), 0, -1)]),
+        (
+            "source sends a message at 0 and moves to 1",
+            [(Target(2, 0), 0, 1), (Source(1, 0), 0, -1), (Source(1, 0), 1, 1)],
+        ),
+        (
+            "body consumes it and sends it round the loop at 0",
+            [(Target(2, 0), 0, -1), (Target(3, 0), 0, 1), (Target(4, 0), 0, 1)],
+        ),
+        (
+            "feedback forwards it as 1; the sink consumes its copy",
+            [(Target(3, 0), 0, -1), (Target(2, 1), 1, 1), (Target(4, 0), 0, -1)],
+        ),
         ("source closes (releases its capability)", [(Source(1, 0), 1, -1)]),
         ("body drops the looping message", [(Target(2, 1), 1, -1)]),
     ]

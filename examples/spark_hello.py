@@ -21,10 +21,12 @@ def hello(worker: timelypy.Worker) -> list[str]:
     index = worker.index
 
     worker.dataflow(
-        lambda scope: scope.input_from(handle)
-        .exchange(lambda x: x)
-        .inspect(lambda x: seen.append(f"worker {index}:\thello {x}"))
-        .probe_with(probe)
+        lambda scope: (
+            scope.input_from(handle)
+            .exchange(lambda x: x)
+            .inspect(lambda x: seen.append(f"worker {index}:\thello {x}"))
+            .probe_with(probe)
+        )
     )
     for round_ in range(10):
         if index == 0:

@@ -73,7 +73,10 @@ def main() -> None:
             directory = Path(folder)
             lines = spark.readStream.option("maxFilesPerTrigger", 1).text(folder)
             run = stream_flow(
-                spark, running_wordcount(), lines, workers=args.workers,
+                spark,
+                running_wordcount(),
+                lines,
+                workers=args.workers,
                 trigger={"processingTime": "200 milliseconds"},
             )
             with run:
@@ -88,8 +91,10 @@ def main() -> None:
                         dropped += 1
                     else:
                         run.stop()  # the loop still gets the epochs the gang closes now
-            print(f"{run.feed.rows} lines in {run.feed.batches} micro-batches, "
-                  f"one gang of {args.workers} workers")
+            print(
+                f"{run.feed.rows} lines in {run.feed.batches} micro-batches, "
+                f"one gang of {args.workers} workers"
+            )
     finally:
         spark.stop()
 

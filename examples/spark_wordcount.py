@@ -62,9 +62,9 @@ def count_words(scope: timelypy.Scope, lines: timelypy.Stream) -> timelypy.Strea
 def generate_text(directory: Path, lines: int, files: int, seed: int = 7) -> list[str]:
     """Write ``lines`` lines of Zipf-distributed words into ``files`` files; return their paths."""
     rng = random.Random(seed)
-    vocabulary = sorted({
-        "".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 9))) for _ in range(2000)
-    })
+    vocabulary = sorted(
+        {"".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 9))) for _ in range(2000)}
+    )
     rng.shuffle(vocabulary)
     weights = [1.0 / (rank + 1) for rank in range(len(vocabulary))]
     paths = []

@@ -83,16 +83,15 @@ runs = []
 @settings(max_examples=100, deadline=None, database=None)
 @given(epoch_batches(records), worker_counts(), schedules())
 def check_sum_by_key(batches: Records, workers: int, schedule: list) -> None:
-    simulate(sum_by_key, batches, workers=workers, schedule=schedule).assert_output(
-        model(batches)
-    )
+    simulate(sum_by_key, batches, workers=workers, schedule=schedule).assert_output(model(batches))
     runs.append(workers)
 
 
 def early_is_wrong(case: tuple[Records, int, list]) -> bool:
     batches, workers, schedule = case
-    run = simulate(lambda s: sum_by_key(s, emit_early=True), batches, workers=workers,
-                   schedule=schedule)
+    run = simulate(
+        lambda s: sum_by_key(s, emit_early=True), batches, workers=workers, schedule=schedule
+    )
     return run.extract() != model(batches)
 
 

@@ -45,6 +45,8 @@ def observed(worker: Worker, probe: ProbeHandle, out: list[Any]) -> tuple[Any, .
     return (
         probe.frontier(),
         sorted(out),
-        [(op["name"], op["frontier"], op["records_in"], op["records_out"])
-         for op in dataflow["operators"]],
+        [
+            (op["name"], op["frontier"], op["records_in"], op["records_out"])
+            for op in dataflow["operators"]
+        ],
     )

@@ -160,8 +160,16 @@ def epoch_inputs(
 
 #: One step of a random keyed flow: (operator, parameter).  Every step keeps
 #: items as (str key, int value) pairs, so keyed steps can follow any step.
-FLOW_STEP_KINDS = ("map", "filter", "flat_map", "filter_map", "reduce_epoch",
-                   "stateful_count", "reduce_count", "inspect_epoch")
+FLOW_STEP_KINDS = (
+    "map",
+    "filter",
+    "flat_map",
+    "filter_map",
+    "reduce_epoch",
+    "stateful_count",
+    "reduce_count",
+    "inspect_epoch",
+)
 
 flow_steps = st.lists(
     st.tuples(st.sampled_from(FLOW_STEP_KINDS), st.integers(1, 3)), min_size=0, max_size=6

@@ -24,8 +24,13 @@ PACKAGES = ("timelypy", "timelypy_spark")
 
 #: Layer of each module, by longest matching prefix; a module may import its
 #: own layer and the layers listed for it.
-BASE = ("timelypy.errors", "timelypy.order", "timelypy.events", "timelypy.hashing",
-        "timelypy.result")
+BASE = (
+    "timelypy.errors",
+    "timelypy.order",
+    "timelypy.events",
+    "timelypy.hashing",
+    "timelypy.result",
+)
 LAYERS: dict[str, tuple[str, ...]] = {
     "base": (),
     "progress": ("base",),
@@ -35,15 +40,48 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "execute": ("base", "progress", "communication", "dataflow", "worker"),
     "recovery": ("base",),
     "flow": ("base", "progress", "communication", "dataflow", "worker", "execute", "recovery"),
-    "top": ("base", "progress", "communication", "dataflow", "worker", "execute", "recovery",
-            "flow"),
-    "spark": ("base", "progress", "communication", "dataflow", "worker", "execute", "recovery",
-              "flow", "top"),
+    "top": (
+        "base",
+        "progress",
+        "communication",
+        "dataflow",
+        "worker",
+        "execute",
+        "recovery",
+        "flow",
+    ),
+    "spark": (
+        "base",
+        "progress",
+        "communication",
+        "dataflow",
+        "worker",
+        "execute",
+        "recovery",
+        "flow",
+        "top",
+    ),
     # beside the package: the optional extras' modules
-    "metrics": ("base", "progress", "communication", "dataflow", "worker", "execute",
-                "recovery", "flow"),
-    "testing": ("base", "progress", "communication", "dataflow", "worker", "execute",
-                "recovery", "flow"),
+    "metrics": (
+        "base",
+        "progress",
+        "communication",
+        "dataflow",
+        "worker",
+        "execute",
+        "recovery",
+        "flow",
+    ),
+    "testing": (
+        "base",
+        "progress",
+        "communication",
+        "dataflow",
+        "worker",
+        "execute",
+        "recovery",
+        "flow",
+    ),
 }
 #: Third-party packages each layer may import (the standard library is always allowed).
 THIRD_PARTY: dict[str, tuple[str, ...]] = {

@@ -31,11 +31,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("site")
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, (
         "mkdocs build --strict failed; each WARNING below is an error:\n"
-        + result.stdout + result.stderr
+        + result.stdout
+        + result.stderr
     )
     assert "WARNING" not in result.stderr, result.stderr
     return out

@@ -36,7 +36,10 @@ def run(example: str, *args: str, cwd: Path = ROOT) -> list[str]:
     """
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / example), *args],
-        cwd=cwd, capture_output=True, text=True, timeout=60,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr == "", result.stderr
@@ -48,7 +51,7 @@ def by_worker(lines: list[str]) -> dict[int, list[str]]:
     grouped: dict[int, list[str]] = {}
     for line in lines:
         assert line.startswith("worker "), line
-        index = int(line[len("worker "):line.index(":")])
+        index = int(line[len("worker ") : line.index(":")])
         grouped.setdefault(index, []).append(line)
     return grouped
 

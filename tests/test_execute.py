@@ -411,8 +411,7 @@ def test_a_stalled_worker_logs_who_holds_its_dataflow(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger="timelypy"):
         timelypy.execute(Config.thread(), program)
     assert any(
-        "operator 'Stubborn' (address (0, 1)) holds a capability at 0 on output 0"
-        in r.getMessage()
+        "operator 'Stubborn' (address (0, 1)) holds a capability at 0 on output 0" in r.getMessage()
         for r in caplog.records
     )
 

@@ -55,7 +55,10 @@ def test_wordcount_reads_the_working_directory_s_wordcount_txt(tmp_path):
 def test_wordcount_rejects_unknown_flags(tmp_path):
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "flow_wordcount.py"), "--bogus"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 1
     assert "--bogus" in result.stderr

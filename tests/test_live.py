@@ -37,8 +37,7 @@ def run_epochs(out, epochs=30, per_epoch=50, pause=0.01, every=0.02):
     def program(worker):
         handle, probe = InputHandle(), ProbeHandle()
         worker.dataflow(
-            lambda scope: scope.input_from(handle).exchange(lambda x: x).map(str)
-            .probe_with(probe)
+            lambda scope: scope.input_from(handle).exchange(lambda x: x).map(str).probe_with(probe)
         )
         lines.append(show_progress(worker, probe, out=out, every=every, name="test"))
         for epoch in range(epochs):
@@ -115,15 +114,17 @@ def test_the_cli_draws_the_line_on_a_terminal_only(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "timelypy.flow", "slow:flow", "--progress"]
     # standard error a pipe: the items on stdout, no line
-    piped = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env,
-                           timeout=60)
+    piped = subprocess.run(
+        command, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60
+    )
     assert piped.returncode == 0, piped.stderr
     assert piped.stderr == ""
     assert len(piped.stdout.splitlines()) == 400
     # standard error a terminal (a pty): the line, then the summary
     master, slave = pty.openpty()
-    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL,
-                               stderr=slave, env=env)
+    process = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=slave, env=env
+    )
     os.close(slave)
     seen = b""
     deadline = time.monotonic() + 60

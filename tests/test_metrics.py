@@ -28,11 +28,13 @@ def timing_off():
 
 def pipeline(worker: Worker, handle: InputHandle, probe: ProbeHandle) -> None:
     worker.dataflow(
-        lambda scope: scope.input_from(handle)
-        .flat_map(lambda x: [x, x])          # doubles the records
-        .filter(lambda x: x % 2 == 0)
-        .exchange(lambda x: x // 2)
-        .probe_with(probe)
+        lambda scope: (
+            scope.input_from(handle)
+            .flat_map(lambda x: [x, x])  # doubles the records
+            .filter(lambda x: x % 2 == 0)
+            .exchange(lambda x: x // 2)
+            .probe_with(probe)
+        )
     )
 
 
@@ -47,7 +49,7 @@ def test_records_and_activations_are_counted_per_operator_and_worker():
     probes = [ProbeHandle() for _ in workers]
     for worker, handle, probe in zip(workers, handles, probes, strict=True):
         pipeline(worker, handle, probe)
-    handles[0].send_batch([1, 2, 3, 4])   # 8 records after flat_map, 4 even: 2 and 2, 4 and 4
+    handles[0].send_batch([1, 2, 3, 4])  # 8 records after flat_map, 4 even: 2 and 2, 4 and 4
     for handle in handles:
         handle.advance_to(1)
     settle(workers)
@@ -71,14 +73,16 @@ def test_frontier_lag_counts_the_epochs_a_held_operator_trails():
     kept = []
 
     def hold_epoch_0(cap, info):
-        kept.append(cap.retain())      # holds epoch 0: everything after it waits
+        kept.append(cap.retain())  # holds epoch 0: everything after it waits
         return lambda inp, out: inp.for_each(lambda c, data: out.session(c).give_batch(data))
 
     worker.dataflow(
-        lambda scope: scope.input_from(handle)
-        .unary(timelypy.Pipeline(), "Hold", hold_epoch_0)
-        .map(str)
-        .probe_with(probe)
+        lambda scope: (
+            scope.input_from(handle)
+            .unary(timelypy.Pipeline(), "Hold", hold_epoch_0)
+            .map(str)
+            .probe_with(probe)
+        )
     )
     handle.advance_to(5)
     settle(worker)

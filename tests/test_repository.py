@@ -59,10 +59,22 @@ def test_ruff_clean():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.skipif(find_ruff() is None, reason="ruff is not installed (pip install -e '.[test]')")
+def test_ruff_formatted():
+    """Every file is as ``ruff format`` writes it: run ``ruff format .`` before committing."""
+    ruff = find_ruff()
+    result = subprocess.run(
+        [ruff, "format", "--check", "."], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_progress_example_runs():
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "progress_tracking.py")],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()

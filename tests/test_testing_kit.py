@@ -99,9 +99,7 @@ def model(batches):
 
 def matches_model(build, batches, workers, schedule):
     try:
-        simulate(build, batches, workers=workers, schedule=schedule).assert_output(
-            model(batches)
-        )
+        simulate(build, batches, workers=workers, schedule=schedule).assert_output(model(batches))
     except AssertionError:
         return False
     return True
@@ -138,9 +136,7 @@ def test_an_early_emitting_operator_is_caught():
     assert len(batches) == 2
     assert batches[0][0] == batches[1][0]
     with pytest.raises(AssertionError, match=r"differs from the expected records"):
-        simulate(early, batches, workers=workers, schedule=schedule).assert_output(
-            model(batches)
-        )
+        simulate(early, batches, workers=workers, schedule=schedule).assert_output(model(batches))
 
 
 def test_the_property_test_fails_for_the_early_emitting_operator():
@@ -204,8 +200,10 @@ def test_a_simulation_is_reproducible_from_its_arguments(batches, workers, sched
     # The same run event for event, progress updates included, on every worker.
     assert event_log(first) == event_log(second)
     # The reproduction it prints is a call that repeats it.
-    again = eval(first.reproduction("sum_by_key"), {"simulate": simulate,
-                                                    "sum_by_key": sum_by_key, "Turn": Turn})
+    again = eval(
+        first.reproduction("sum_by_key"),
+        {"simulate": simulate, "sum_by_key": sum_by_key, "Turn": Turn},
+    )
     assert event_log(again) == event_log(first)
 
 
@@ -236,11 +234,14 @@ def test_inputs_are_dealt_round_robin_and_advanced_lazily():
                     times.append(cap.time)
                     output.session(cap).give_batch(records)
                 observed.append((info.worker_index, times, input.frontier.frontier()))
+
             return logic
+
         return stream.unary_frontier(Pipeline(), "Watch", constructor)
 
-    run = simulate(frontiers, [(0, ["a"]), (0, ["b"]), (3, ["c"]), (5, [])], workers=2,
-                   schedule=[0, 0])
+    run = simulate(
+        frontiers, [(0, ["a"]), (0, ["b"]), (3, ["c"]), (5, [])], workers=2, schedule=[0, 0]
+    )
     assert run.by_worker() == [[(0, ["a"]), (3, ["c"])], [(0, ["b"])]]
     # Worker 0 received (3, c) while epoch 0 was still open: worker 1 had not sent yet.
     assert (0, [3], (0,)) in observed
@@ -255,6 +256,7 @@ def test_an_operator_that_raises_names_the_worker_and_turn():
             if x == 13:
                 raise ValueError("unlucky")
             return x
+
         return stream.map(fail)
 
     with pytest.raises(ValueError, match="unlucky") as info:
@@ -332,8 +334,9 @@ def test_run_to_completion_names_the_operator_that_keeps_its_capability():
 def test_simulate_fails_naming_the_holder():
     with pytest.raises(AssertionError, match="'Keeper' holds capabilities at \\[0\\]") as info:
         simulate(keeper, [(0, [1])], workers=3, schedule=[2], limit=20)
-    assert any("after the schedule [Turn(worker=2, feeds=1)]" in note
-               for note in info.value.__notes__)
+    assert any(
+        "after the schedule [Turn(worker=2, feeds=1)]" in note for note in info.value.__notes__
+    )
 
 
 def test_an_input_left_open_is_named_and_settle_leaves_it_open():
@@ -371,8 +374,11 @@ def test_epoch_feed_one_action_at_a_time():
 
 
 @FAST
-@given(epoch_batches(epochs=3, max_batches=5, max_records=2), schedules(max_turns=10),
-       flow_pairs(epochs=2))
+@given(
+    epoch_batches(epochs=3, max_batches=5, max_records=2),
+    schedules(max_turns=10),
+    flow_pairs(epochs=2),
+)
 def test_strategies_draw_what_they_promise(batches, schedule, pairs):
     epochs = [epoch for epoch, _ in batches]
     assert epochs == sorted(epochs) and all(0 <= e < 3 for e in epochs)
@@ -417,15 +423,17 @@ def wordcount_flow(source, sink):
 
 
 @settings(max_examples=30, deadline=None)
-@given(flow_pairs(st.sampled_from(["to", "be", "or"]), max_size=20), st.integers(1, 3),
-       st.integers(1, 3))
+@given(
+    flow_pairs(st.sampled_from(["to", "be", "or"]), max_size=20),
+    st.integers(1, 3),
+    st.integers(1, 3),
+)
 def test_flow_source_and_sink_round_trip(pairs, parts, workers):
     out = []
     flow = wordcount_flow(TestingSource(pairs, parts=parts), TestingSink(out, epochs=True))
     assert run_cluster(flow, worker_count_per_proc=workers) == []
     expected = {
-        epoch: sorted(Counter(words).items())
-        for epoch, words in items_by_epoch(pairs).items()
+        epoch: sorted(Counter(words).items()) for epoch, words in items_by_epoch(pairs).items()
     }
     assert items_by_epoch(out) == expected
 
@@ -440,7 +448,9 @@ def test_a_testing_source_spreads_its_partitions_over_the_workers():
     assert sorted(items) == [(0, n) for n in range(8)]
     source = TestingSource([(0, n) for n in range(8)], parts=4)
     assert [list(source.build_part(p, 0)) for p in source.list_parts(0, 2)][1] == [
-        timelypy.flow.AdvanceTo(0), timelypy.flow.Emit(1), timelypy.flow.Emit(5)
+        timelypy.flow.AdvanceTo(0),
+        timelypy.flow.Emit(1),
+        timelypy.flow.Emit(5),
     ]
 
 

@@ -27,8 +27,14 @@ def test_mypy_strict_accepts_good_flows_and_catches_the_mistakes(tmp_path):
         shutil.copy(HERE / name, tmp_path / name)
     result = subprocess.run(
         [
-            sys.executable, "-m", "mypy", "--strict", "--warn-unused-ignores",
-            "--no-incremental", "flows_ok.py", "flows_bad.py",
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--warn-unused-ignores",
+            "--no-incremental",
+            "flows_ok.py",
+            "flows_bad.py",
         ],
         cwd=tmp_path,
         capture_output=True,

@@ -69,8 +69,7 @@ def mermaid_unescape(text: str) -> str:
     return re.sub(r"#(\w+);", entity, text)
 
 
-MERMAID_SHAPES = {'["': "box", '[("': "cylinder", '[/"': "input", '[\\"': "output",
-                  '(("': "circle"}
+MERMAID_SHAPES = {'["': "box", '[("': "cylinder", '[/"': "input", '[\\"': "output", '(("': "circle"}
 MERMAID_CLOSING = {"[": "]", "[(": ")]", "((": "))", "[/": "/]", "[\\": "\\]"}
 MERMAID_NODE = re.compile(r'^(\w+)(\[\(|\(\(|\[/|\[\\|\[)"([^"]*)"(\)\]|\)\)|/\]|\\\]|\])$')
 MERMAID_EDGE = re.compile(r'^(\w+) (-->|-\.->)(?:\|"([^"]*)"\|)? (\w+)$')
@@ -105,7 +104,9 @@ def parse_mermaid(text: str) -> Parsed:
             assert key not in parsed.nodes, f"{key} declared twice"
             assert MERMAID_CLOSING[opening] == closing, line
             parsed.nodes[key] = (
-                mermaid_unescape(label), MERMAID_SHAPES[opening + '"'], stack[-1] if stack else None
+                mermaid_unescape(label),
+                MERMAID_SHAPES[opening + '"'],
+                stack[-1] if stack else None,
             )
         else:
             raise AssertionError(f"not Mermaid this renderer writes: {raw!r}")
@@ -152,14 +153,16 @@ def parse_dot(text: str) -> tuple[str, Parsed]:
         elif match := DOT_EDGE.match(line):
             source, target, attributes = match.groups()
             assert source in parsed.nodes and target in parsed.nodes, line
-            attrs = {
-                k: v for k, v, _ in re.findall(rf"(\w+)=({DOT_STRING}|\w+)", attributes or "")
-            }
+            attrs = {k: v for k, v, _ in re.findall(rf"(\w+)=({DOT_STRING}|\w+)", attributes or "")}
             assert set(attrs) <= {"style", "label"}, attrs
             label = attrs.get("label")
             parsed.edges.append(
-                (source, target, attrs.get("style") == "dashed",
-                 None if label is None else dot_unescape(label[1:-1]))
+                (
+                    source,
+                    target,
+                    attrs.get("style") == "dashed",
+                    None if label is None else dot_unescape(label[1:-1]),
+                )
             )
         else:
             raise AssertionError(f"not DOT this renderer writes: {raw!r}")
@@ -223,10 +226,19 @@ def test_a_map_filter_chain_is_built_but_not_run():
     assert {edge.pact for edge in graph.edges} == {"Pipeline"}
     check_pictures(
         graph,
-        {"n0_1": "ToStream [0, 1]", "n0_2": "Map [0, 2]", "n0_3": "Filter [0, 3]",
-         "n0_4": "Inspect [0, 4]", "n0_5": "Probe [0, 5]"},
-        [("n0_1", "n0_2", False, None), ("n0_2", "n0_3", False, None),
-         ("n0_3", "n0_4", False, None), ("n0_4", "n0_5", False, None)],
+        {
+            "n0_1": "ToStream [0, 1]",
+            "n0_2": "Map [0, 2]",
+            "n0_3": "Filter [0, 3]",
+            "n0_4": "Inspect [0, 4]",
+            "n0_5": "Probe [0, 5]",
+        },
+        [
+            ("n0_1", "n0_2", False, None),
+            ("n0_2", "n0_3", False, None),
+            ("n0_3", "n0_4", False, None),
+            ("n0_4", "n0_5", False, None),
+        ],
     )
     for picture in both(graph):
         assert set(picture.shapes().values()) == {"box"}
@@ -261,8 +273,11 @@ def test_exchange_edges_carry_their_pact_per_input_port():
     check_pictures(
         graph,
         {"n0_1": "ToStream [0, 1]", "n0_2": "Exchange [0, 2]", "n0_3": "Mixed [0, 3]"},
-        [("n0_1", "n0_2", False, "Exchange"), ("n0_2", "n0_3", False, None),
-         ("n0_1", "n0_3", False, "Exchange")],
+        [
+            ("n0_1", "n0_2", False, "Exchange"),
+            ("n0_2", "n0_3", False, None),
+            ("n0_1", "n0_3", False, "Exchange"),
+        ],
     )
 
 
@@ -291,11 +306,20 @@ def test_binary_and_concat_have_one_edge_per_input_port():
     ]
     check_pictures(
         graph,
-        {"n0_1": "ToStream [0, 1]", "n0_2": "ToStream [0, 2]", "n0_3": "Concatenate [0, 3]",
-         "n0_4": "Join [0, 4]", "n0_5": "Probe [0, 5]"},
-        [("n0_1", "n0_3", False, None), ("n0_2", "n0_3", False, None),
-         ("n0_1", "n0_4", False, None), ("n0_3", "n0_4", False, "Exchange"),
-         ("n0_4", "n0_5", False, None)],
+        {
+            "n0_1": "ToStream [0, 1]",
+            "n0_2": "ToStream [0, 2]",
+            "n0_3": "Concatenate [0, 3]",
+            "n0_4": "Join [0, 4]",
+            "n0_5": "Probe [0, 5]",
+        },
+        [
+            ("n0_1", "n0_3", False, None),
+            ("n0_2", "n0_3", False, None),
+            ("n0_1", "n0_4", False, None),
+            ("n0_3", "n0_4", False, "Exchange"),
+            ("n0_4", "n0_5", False, None),
+        ],
     )
 
 
@@ -322,21 +346,36 @@ def test_an_iterate_loop_draws_its_scopes_ports_and_feedback_edge():
     graph = runtime_graph(collatz_with_a_region)
 
     iterative, region = graph.clusters
-    assert (iterative.key, iterative.name, iterative.address, iterative.parent,
-            iterative.iterative) == ("s0_1", "Iterative", (0, 1), None, True)
-    assert (region.key, region.name, region.address, region.parent,
-            region.iterative) == ("s0_1_2", "Tidy", (0, 1, 2), "s0_1", False)
+    assert (
+        iterative.key,
+        iterative.name,
+        iterative.address,
+        iterative.parent,
+        iterative.iterative,
+    ) == ("s0_1", "Iterative", (0, 1), None, True)
+    assert (region.key, region.name, region.address, region.parent, region.iterative) == (
+        "s0_1_2",
+        "Tidy",
+        (0, 1, 2),
+        "s0_1",
+        False,
+    )
     feedback = [edge for edge in graph.edges if edge.feedback]
     assert [(e.source, e.target, e.scope, e.pact) for e in feedback] == [
         ("n0_1_5", "n0_1_1", "s0_1", "Pipeline")
     ]
     labels = {
-        "n0_1_in0": "input 0", "n0_1_out0": "output 0",
-        "n0_1_1": "Feedback [0, 1, 1]", "n0_2": "ToStream [0, 2]",
-        "n0_1_2_in0": "input 0", "n0_1_2_out0": "output 0",
+        "n0_1_in0": "input 0",
+        "n0_1_out0": "output 0",
+        "n0_1_1": "Feedback [0, 1, 1]",
+        "n0_2": "ToStream [0, 2]",
+        "n0_1_2_in0": "input 0",
+        "n0_1_2_out0": "output 0",
         "n0_1_2_1": "Map [0, 1, 2, 1]",
-        "n0_1_3": "Concatenate [0, 1, 3]", "n0_1_4": "Map [0, 1, 4]",
-        "n0_1_5": "Filter [0, 1, 5]", "n0_3": "Capture [0, 3]",
+        "n0_1_3": "Concatenate [0, 1, 3]",
+        "n0_1_4": "Map [0, 1, 4]",
+        "n0_1_5": "Filter [0, 1, 5]",
+        "n0_3": "Capture [0, 3]",
     }
     edges = [
         ("n0_2", "n0_1_in0", False, None),  # enter the iterative scope
@@ -357,7 +396,10 @@ def test_an_iterate_loop_draws_its_scopes_ports_and_feedback_edge():
     }
     check_pictures(graph, labels, edges, clusters, parents)
     assert {(e.target, e.pact) for e in graph.edges if e.target.endswith(("_in0", "_out0"))} == {
-        ("n0_1_in0", None), ("n0_1_2_in0", None), ("n0_1_2_out0", None), ("n0_1_out0", None)
+        ("n0_1_in0", None),
+        ("n0_1_2_in0", None),
+        ("n0_1_2_out0", None),
+        ("n0_1_out0", None),
     }
     for picture in both(graph):
         shapes = picture.shapes()
@@ -372,7 +414,9 @@ def test_a_loop_in_the_root_scope_has_a_feedback_edge_too():
     graph = runtime_graph(build)
     assert graph.clusters == ()
     assert [(e.source, e.target, e.feedback) for e in graph.edges] == [
-        ("n0_2", "n0_3", False), ("n0_1", "n0_3", False), ("n0_3", "n0_4", False),
+        ("n0_2", "n0_3", False),
+        ("n0_1", "n0_3", False),
+        ("n0_3", "n0_4", False),
         ("n0_4", "n0_1", True),
     ]
     for picture in both(graph):
@@ -394,8 +438,11 @@ def test_labels_with_quotes_and_markup_survive_both_languages():
         assert picture.labels()["n0_2"] == f"{name} [0, 2]"
     assert parse_dot(to_dot(graph))[0] == 'Data "flow"'
     # A newline cannot stand in a Mermaid label: it becomes a space there.
-    two_lines = runtime_graph(lambda scope: scope.to_stream([1]).unary(
-        Pipeline(), "two\nlines", lambda cap, info: lambda i, o: i.discard()))
+    two_lines = runtime_graph(
+        lambda scope: scope.to_stream([1]).unary(
+            Pipeline(), "two\nlines", lambda cap, info: lambda i, o: i.discard()
+        )
+    )
     assert parse_mermaid(to_mermaid(two_lines)).labels()["n0_2"] == "two lines [0, 2]"
     assert parse_dot(to_dot(two_lines))[1].labels()["n0_2"] == "two\nlines [0, 2]"
 
@@ -445,16 +492,39 @@ def test_a_flow_is_a_chain_of_its_steps():
     keys = [f"step_{i}" for i in range(6)]
     check_pictures(
         graph,
-        dict(zip(keys, ["lines (input)", "flat_map (flat_map)", "pairs (map)",
-                        "running (stateful_map)", "count (reduce_epoch)", "capture (capture)"],
-                 strict=True)),
+        dict(
+            zip(
+                keys,
+                [
+                    "lines (input)",
+                    "flat_map (flat_map)",
+                    "pairs (map)",
+                    "running (stateful_map)",
+                    "count (reduce_epoch)",
+                    "capture (capture)",
+                ],
+                strict=True,
+            )
+        ),
         [(a, b, False, None) for a, b in pairwise(keys)],
     )
     mermaid, dot = both(graph)
-    assert list(mermaid.shapes().values()) == ["input", "box", "box", "cylinder", "cylinder",
-                                               "output"]
-    assert list(dot.shapes().values()) == ["invhouse", "box", "box", "cylinder", "cylinder",
-                                           "house"]
+    assert list(mermaid.shapes().values()) == [
+        "input",
+        "box",
+        "box",
+        "cylinder",
+        "cylinder",
+        "output",
+    ]
+    assert list(dot.shapes().values()) == [
+        "invhouse",
+        "box",
+        "box",
+        "cylinder",
+        "cylinder",
+        "house",
+    ]
 
 
 def test_a_windowing_step_is_stateful_and_named_by_its_operator():
@@ -481,31 +551,37 @@ def test_a_chain_flow_draws_exactly_as_before_graph_flows_were_drawn():
     flow.reduce_epoch(add, step_id="count")
     flow.capture()
     graph = flow_graph(flow)
-    assert to_mermaid(graph) == "\n".join([
-        "flowchart TD",
-        '    step_0["upper (map)"]',
-        '    step_1[\\"middle (capture)"\\]',
-        '    step_2[("count (reduce_epoch)")]',
-        '    step_3[\\"capture (capture)"\\]',
-        "    step_0 --> step_1",
-        "    step_1 --> step_2",
-        "    step_2 --> step_3",
-    ])
-    assert to_dot(graph) == "\n".join([
-        'digraph "flow" {',
-        "    node [shape=box];",
-        '    step_0 [label="upper (map)", shape=box];',
-        '    step_1 [label="middle (capture)", shape=house];',
-        '    step_2 [label="count (reduce_epoch)", shape=cylinder];',
-        '    step_3 [label="capture (capture)", shape=house];',
-        "    step_0 -> step_1;",
-        "    step_1 -> step_2;",
-        "    step_2 -> step_3;",
-        "}",
-    ])
+    assert to_mermaid(graph) == "\n".join(
+        [
+            "flowchart TD",
+            '    step_0["upper (map)"]',
+            '    step_1[\\"middle (capture)"\\]',
+            '    step_2[("count (reduce_epoch)")]',
+            '    step_3[\\"capture (capture)"\\]',
+            "    step_0 --> step_1",
+            "    step_1 --> step_2",
+            "    step_2 --> step_3",
+        ]
+    )
+    assert to_dot(graph) == "\n".join(
+        [
+            'digraph "flow" {',
+            "    node [shape=box];",
+            '    step_0 [label="upper (map)", shape=box];',
+            '    step_1 [label="middle (capture)", shape=house];',
+            '    step_2 [label="count (reduce_epoch)", shape=cylinder];',
+            '    step_3 [label="capture (capture)", shape=house];',
+            "    step_0 -> step_1;",
+            "    step_1 -> step_2;",
+            "    step_2 -> step_3;",
+            "}",
+        ]
+    )
     assert graph.clusters == ()
     assert [(e.source_port, e.target_port, e.stream, e.label) for e in graph.edges] == [
-        (0, 0, "upper.down", None), (0, 0, "middle.down", None), (0, 0, "count.down", None)
+        (0, 0, "upper.down", None),
+        (0, 0, "middle.down", None),
+        (0, 0, "count.down", None),
     ]
 
 
@@ -548,9 +624,7 @@ def test_a_graph_flow_draws_its_branch_merge_join_and_outputs():
         ("step_7", "g.values", "key_rm", "step", False),
         ("step_8", "g.evens", "output", "output", False),
     ]
-    assert [
-        (e.source, e.source_port, e.target, e.target_port, e.stream) for e in graph.edges
-    ] == [
+    assert [(e.source, e.source_port, e.target, e.target_port, e.stream) for e in graph.edges] == [
         ("step_0", 0, "step_2", 0, "g.left.down"),
         ("step_2", 1, "step_3", 0, "g.odd.falses"),  # the join's side 0
         ("step_1", 0, "step_3", 1, "g.right.down"),  # ... and side 1
@@ -563,9 +637,14 @@ def test_a_graph_flow_draws_its_branch_merge_join_and_outputs():
     ]
     assert {e.pact for e in graph.edges} == {None}
     labels = {
-        "step_0": "g.left (input)", "step_1": "g.right (input)", "step_2": "g.odd (branch)",
-        "step_3": "g.matched (join)", "step_4": "g.every (merge)", "step_5": "g.out (output)",
-        "step_6": "g.rights (output)", "step_7": "g.values (key_rm)",
+        "step_0": "g.left (input)",
+        "step_1": "g.right (input)",
+        "step_2": "g.odd (branch)",
+        "step_3": "g.matched (join)",
+        "step_4": "g.every (merge)",
+        "step_5": "g.out (output)",
+        "step_6": "g.rights (output)",
+        "step_7": "g.values (key_rm)",
         "step_8": "g.evens (output)",
     }
     edges = [
@@ -582,10 +661,26 @@ def test_a_graph_flow_draws_its_branch_merge_join_and_outputs():
     check_pictures(graph, labels, edges)
     mermaid, dot = both(graph)
     assert list(mermaid.shapes().values()) == [
-        "input", "input", "box", "cylinder", "box", "output", "output", "box", "output"
+        "input",
+        "input",
+        "box",
+        "cylinder",
+        "box",
+        "output",
+        "output",
+        "box",
+        "output",
     ]
     assert list(dot.shapes().values()) == [
-        "invhouse", "invhouse", "box", "cylinder", "box", "house", "house", "box", "house"
+        "invhouse",
+        "invhouse",
+        "box",
+        "cylinder",
+        "box",
+        "house",
+        "house",
+        "box",
+        "house",
     ]
 
 
@@ -633,8 +728,11 @@ def test_a_composite_operators_steps_are_drawn_as_a_cluster():
         "composite_2": ("c.again", None),
     }
     parents = {
-        "step_1": "composite_1", "step_2": "composite_1", "step_3": "composite_0",
-        "step_4": "composite_2", "step_5": "composite_2",
+        "step_1": "composite_1",
+        "step_2": "composite_1",
+        "step_3": "composite_0",
+        "step_4": "composite_2",
+        "step_5": "composite_2",
     }
     check_pictures(graph, labels, edges, clusters, parents)
     mermaid = to_mermaid(graph).splitlines()
@@ -663,12 +761,19 @@ def test_a_composite_in_a_flow_without_an_id_and_a_chain_beside_a_graph():
     op.output("out", cleaned, TestingSink([]))
     graph = flow_graph(flow)
     assert [(n.step_id, n.parent) for n in graph.nodes] == [
-        ("shout", None), ("capture", None), ("lines", None),
-        ("tidy.strip", "composite_0"), ("tidy.nonempty", "composite_0"), ("out", None),
+        ("shout", None),
+        ("capture", None),
+        ("lines", None),
+        ("tidy.strip", "composite_0"),
+        ("tidy.nonempty", "composite_0"),
+        ("out", None),
     ]
     assert [(c.key, c.label) for c in graph.clusters] == [("composite_0", "tidy")]
     assert [(e.source, e.target) for e in graph.edges] == [
-        ("step_0", "step_1"), ("step_2", "step_3"), ("step_3", "step_4"), ("step_4", "step_5")
+        ("step_0", "step_1"),
+        ("step_2", "step_3"),
+        ("step_3", "step_4"),
+        ("step_4", "step_5"),
     ]
 
 
@@ -683,7 +788,10 @@ def test_flow_graph_wants_a_flow():
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "timelypy.visualize", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -696,7 +804,10 @@ def test_the_cli_draws_a_flow_as_mermaid():
     assert result.stdout == to_mermaid(flow_graph(flow)) + "\n"
     picture = parse_mermaid(result.stdout)
     assert list(picture.labels().values()) == [
-        "lines (input)", "words (flat_map)", "pairs (map)", "count (reduce_epoch)",
+        "lines (input)",
+        "words (flat_map)",
+        "pairs (map)",
+        "count (reduce_epoch)",
         "capture (capture)",
     ]
 
@@ -710,8 +821,12 @@ def test_the_cli_draws_a_graph_flow_as_dot():
     name, picture = parse_dot(result.stdout)
     assert name == "graph_flow"
     assert list(picture.labels().values()) == [
-        "numbers.numbers (input)", "numbers.names (input)", "numbers.odd (branch)",
-        "numbers.evens (output)", "numbers.name (join)", "numbers.named (output)",
+        "numbers.numbers (input)",
+        "numbers.names (input)",
+        "numbers.odd (branch)",
+        "numbers.evens (output)",
+        "numbers.name (join)",
+        "numbers.named (output)",
     ]
     assert picture.edges == [
         ("step_0", "step_2", False, None),
@@ -730,7 +845,10 @@ def test_the_cli_draws_a_build_function_as_dot_into_a_file(tmp_path):
     name, picture = parse_dot(target.read_text())
     assert name == "Dataflow0"
     assert list(picture.labels().values()) == [
-        "ToStream [0, 1]", "Map [0, 2]", "Exchange [0, 3]", "Probe [0, 4]"
+        "ToStream [0, 1]",
+        "Map [0, 2]",
+        "Exchange [0, 3]",
+        "Probe [0, 4]",
     ]
     assert [edge[3] for edge in picture.edges] == [None, "Exchange", None]
 
@@ -792,7 +910,9 @@ def test_each_mermaid_block_in_the_docs_is_what_the_code_before_it_draws():
 def example(*args: str) -> str:
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "visualize_flow.py"), *args],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     return result.stdout

@@ -80,14 +80,22 @@ def at(seconds: float):
 
 
 #: a@4 joins the sessions of a@0 and a@8 (gap 5 s): both engines must merge them
-MERGING = [("a", (at(0), 1)), ("a", (at(8), 2)), ("b", (at(1), 5)), ("a", (at(4), 3)),
-           ("a", (at(30), 4))]
+MERGING = [
+    ("a", (at(0), 1)),
+    ("a", (at(8), 2)),
+    ("b", (at(1), 5)),
+    ("a", (at(4), 3)),
+    ("a", (at(30), 4)),
+]
 
 
 def test_merged_sessions_agree_with_plain_python():
     expected = from_plain(plain_session(MERGING))
-    assert expected == {("a", at(0), at(8), 6): 1, ("a", at(30), at(30), 4): 1,
-                        ("b", at(1), at(1), 5): 1}
+    assert expected == {
+        ("a", at(0), at(8), 6): 1,
+        ("a", at(30), at(30), 4): 1,
+        ("b", at(1), at(1), 5): 1,
+    }
     config = SessionWindowConfig(timedelta(seconds=5))
     assert from_timelypy(timelypy_windows(config, [(0, e) for e in MERGING])) == expected
 

@@ -252,7 +252,9 @@ def _run_threads(transport: Transport, config: Config, func: Callable[[Worker], 
 
     threads = [
         threading.Thread(
-            target=body, args=(slot, allocator), name=f"timelypy-worker-{allocator.index}",
+            target=body,
+            args=(slot, allocator),
+            name=f"timelypy-worker-{allocator.index}",
             daemon=True,
         )
         for slot, allocator in enumerate(allocators)

@@ -194,12 +194,25 @@ def _run(options: LaunchOptions, hostfile: str, env: dict[str, str]) -> int:
         # Timely's flags come first: a "--" among the script's own arguments ends
         # option parsing, and flags after it would be taken for free arguments.
         command = [
-            sys.executable, *(["-m"] if options.module else []), options.script,
-            "--processes", str(options.processes), "--process", str(index),
-            "--workers", str(options.workers), "--hostfile", hostfile, *extra, *options.args,
+            sys.executable,
+            *(["-m"] if options.module else []),
+            options.script,
+            "--processes",
+            str(options.processes),
+            "--process",
+            str(index),
+            "--workers",
+            str(options.workers),
+            "--hostfile",
+            hostfile,
+            *extra,
+            *options.args,
         ]
         child = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
             start_new_session=True,
         )
         children.append(child)

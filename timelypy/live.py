@@ -42,8 +42,13 @@ class ProgressLine:
     """One progress line on ``out``, fed by the workers added to it."""
 
     def __init__(
-        self, probe: ProbeHandle, *, out: TextIO | None = None, every: float = 0.5,
-        force: bool = False, name: str = "output",
+        self,
+        probe: ProbeHandle,
+        *,
+        out: TextIO | None = None,
+        every: float = 0.5,
+        force: bool = False,
+        name: str = "output",
     ) -> None:
         if every <= 0:
             raise ValueError(f"show_progress needs every > 0 seconds, got {every!r}")
@@ -161,8 +166,13 @@ class Rates:
 
 
 def show_progress(
-    worker: Worker, probe: ProbeHandle, *, every: float = 0.5, out: TextIO | None = None,
-    force: bool = False, name: str = "output",
+    worker: Worker,
+    probe: ProbeHandle,
+    *,
+    every: float = 0.5,
+    out: TextIO | None = None,
+    force: bool = False,
+    name: str = "output",
 ) -> ProgressLine:
     """Show a live progress line for the dataflows of ``worker`` watched by ``probe``.
 

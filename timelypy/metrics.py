@@ -157,7 +157,9 @@ class _Collector:
             for flow in snapshot["dataflows"]:
                 for op in flow["operators"]:
                     labels = [
-                        str(op["worker"]), str(op["dataflow"]), op["name"],
+                        str(op["worker"]),
+                        str(op["dataflow"]),
+                        op["name"],
                         ".".join(map(str, op["address"])),
                     ]
                     for key, family in counters.items():

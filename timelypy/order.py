@@ -148,8 +148,12 @@ def _check_coordinate(value: Any, which: str) -> None:
                 f"a Product's {which} coordinate must be >= 0, got {value}: timestamps start at 0"
             )
         return
-    if kind is bool or kind is float or kind is str or kind is bytes or not hasattr(
-        value, "less_equal"
+    if (
+        kind is bool
+        or kind is float
+        or kind is str
+        or kind is bytes
+        or not hasattr(value, "less_equal")
     ):
         raise TimestampError(
             f"a Product's {which} coordinate must be a timestamp (an int >= 0, a Product, or a "
@@ -255,8 +259,7 @@ class Product(tuple[Any, Any]):
         """Compose with another ``Product`` summary, coordinate by coordinate."""
         if not isinstance(other, Product):
             raise SummaryError(
-                f"cannot compose the Product summary {self!r} with {other!r} "
-                f"({_type_name(other)})"
+                f"cannot compose the Product summary {self!r} with {other!r} ({_type_name(other)})"
             )
         outer = followed_by(self[0], other[0])
         if outer is None:
@@ -421,8 +424,7 @@ def followed_by(first: Any, second: Any) -> Any | None:
         method = first.followed_by
     except AttributeError:
         raise SummaryError(
-            f"{first!r} ({_type_name(first)}) is not a path summary "
-            "(it has no followed_by method)"
+            f"{first!r} ({_type_name(first)}) is not a path summary (it has no followed_by method)"
         ) from None
     return method(second)
 

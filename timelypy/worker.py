@@ -418,4 +418,3 @@ class Worker:
 
     def __repr__(self) -> str:
         return f"Worker(index={self._index}, peers={self._peers})"
-

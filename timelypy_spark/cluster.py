@@ -104,6 +104,7 @@ def _import_probe(items: Iterator[Any]) -> Iterator[tuple[str, str, str]]:
 _import_probe.__module__ = "__main__"
 _import_probe.__qualname__ = "_timelypy_import_probe"
 
+
 def call_site(sc: Any, text: str) -> Any:
     """A context naming the Spark jobs started inside it ``text`` (their UI "call site").
 
@@ -203,8 +204,7 @@ def conf_value(sc: Any, key: str, given: Any, kind: type, default: Any) -> Any:
         return kind(value)
     except ValueError:
         raise ConfigError(
-            f"the Spark setting {key}={value!r} is not a {kind.__name__}: "
-            f"{CONF_KEYS[key]}"
+            f"the Spark setting {key}={value!r} is not a {kind.__name__}: {CONF_KEYS[key]}"
         ) from None
 
 

@@ -257,10 +257,21 @@ def run_barrier(
             service.start(execution)
         try:
             value = _run_execution(
-                sc, stage, program, workers, run, execution, secret,
-                flatten=flatten, timeout=timeout, serializer=serializer,
-                connect_timeout=connect_timeout, action=action, stream_program=stream_program,
-                service=service, name=name,
+                sc,
+                stage,
+                program,
+                workers,
+                run,
+                execution,
+                secret,
+                flatten=flatten,
+                timeout=timeout,
+                serializer=serializer,
+                connect_timeout=connect_timeout,
+                action=action,
+                stream_program=stream_program,
+                service=service,
+                name=name,
             )
         except BaseException as exc:
             if service is not None:
@@ -270,7 +281,11 @@ def run_barrier(
             last_error = exc
             log.warning(
                 "execution %d of run %s failed (%s: %s); starting execution %d",
-                execution, run, type(exc).__name__, exc, execution + 1,
+                execution,
+                run,
+                type(exc).__name__,
+                exc,
+                execution + 1,
             )
         else:
             if service is not None:
@@ -299,9 +314,17 @@ def _run_execution(
 ) -> Any:
     rendezvous = Rendezvous(driver_host(sc), secret, run, execution)
     spec = TaskSpec(
-        run=run, execution=execution, secret=secret, driver=rendezvous.endpoint,
-        workers=workers, serializer=serializer, connect_timeout=connect_timeout,
-        program=program, flatten=flatten, stream_program=stream_program, encode=stage.encode,
+        run=run,
+        execution=execution,
+        secret=secret,
+        driver=rendezvous.endpoint,
+        workers=workers,
+        serializer=serializer,
+        connect_timeout=connect_timeout,
+        program=program,
+        flatten=flatten,
+        stream_program=stream_program,
+        encode=stage.encode,
     )
     group = f"timelypy-{run}-{execution}"
     outcome: dict[str, Any] = {}
@@ -334,7 +357,9 @@ def _run_execution(
     cancelled = False
     # Spark's own console progress bar draws on the same terminal: draw ours only without it
     progress = DriverProgress(
-        workers, name, PROGRESS_STREAM,
+        workers,
+        name,
+        PROGRESS_STREAM,
         enabled=sc.getConf().get("spark.ui.showConsoleProgress", "false").lower() != "true",
     )
     finished: set[int] = set()  # the tasks whose "done" arrived

@@ -185,8 +185,7 @@ def _keyed(
                 ) from None
         if epoch < 0:
             raise InputError(
-                f"{where}: epoch_of must return an int >= 0, got {epoch} for the record "
-                f"{record!r}"
+                f"{where}: epoch_of must return an int >= 0, got {epoch} for the record {record!r}"
             )
         yield epoch, record
 

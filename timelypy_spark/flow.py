@@ -151,8 +151,17 @@ def run_flow(
         raise ConfigError(f"epoch_column must be a column name or None, got {epoch_column!r}")
     sc = spark_context(spark)
     rdd, program = _flow_input(
-        sc, flow, source, workers, epoch_of, epoch_length, presorted, row_type,
-        recovery_config, deliver=False, arrow=kind == "frame",
+        sc,
+        flow,
+        source,
+        workers,
+        epoch_of,
+        epoch_length,
+        presorted,
+        row_type,
+        recovery_config,
+        deliver=False,
+        arrow=kind == "frame",
     )
     output_schema = None
     if kind == "frame":
@@ -269,7 +278,15 @@ def iter_flow(
         raise FlowError(f"iter_flow needs a timelypy.flow.Dataflow, got {flow!r}")
     sc = spark_context(spark)
     rdd, program = _flow_input(
-        sc, flow, source, workers, epoch_of, epoch_length, presorted, row_type, None,
+        sc,
+        flow,
+        source,
+        workers,
+        epoch_of,
+        epoch_length,
+        presorted,
+        row_type,
+        None,
         deliver=True,
     )
     collector = EpochCollector(rdd.getNumPartitions())
@@ -278,8 +295,15 @@ def iter_flow(
     def job() -> None:
         try:
             run_streaming(
-                sc, rdd, program, name=flow_name(flow), collect=True, timeout=timeout,
-                attempts=0, serializer=serializer, connect_timeout=connect_timeout,
+                sc,
+                rdd,
+                program,
+                name=flow_name(flow),
+                collect=True,
+                timeout=timeout,
+                attempts=0,
+                serializer=serializer,
+                connect_timeout=connect_timeout,
                 service=collector,
             )
         except BaseException as exc:
@@ -460,9 +484,7 @@ def _flow_input(
         if arrow and is_frame(source):
             frame, partitions = as_frame(source, workers)
             reader: Reader | None = BatchReader(frame.schema, row_type)
-            program = _records_program(
-                flow, epochs, reader, recovery_config, deliver, spark_input
-            )
+            program = _records_program(flow, epochs, reader, recovery_config, deliver, spark_input)
             return BarrierStage(frame, partitions), program
         reader = row_reader(source, row_type)
         rdd = as_rdd(source, workers, "run_flow()")
@@ -577,7 +599,9 @@ def _run_task(
 
 
 def _config_program(
-    flow: Dataflow, config: InputConfig | None, recovery_config: RecoveryConfig | None,
+    flow: Dataflow,
+    config: InputConfig | None,
+    recovery_config: RecoveryConfig | None,
     deliver: bool = False,
 ) -> StreamProgram:
     """Each task a worker of the flow, reading ``config`` (primaries agreed among the tasks)."""
@@ -609,9 +633,7 @@ def _records_program(
     ) -> None:
         records = partition if reader is None else reader(partition)
 
-        def input_builder(
-            worker_index: int, worker_count: int, resume_epoch: int
-        ) -> Iterator[Any]:
+        def input_builder(worker_index: int, worker_count: int, resume_epoch: int) -> Iterator[Any]:
             if epochs.single:
                 return _one_epoch(records, resume_epoch)
             where = f"the partition of worker {worker_index}"

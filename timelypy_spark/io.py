@@ -127,14 +127,20 @@ def run(
     """
     sc = spark_context(spark)
     epochs = Epochs.of(
-        epoch_of, epoch_length, presorted=presorted,
-        sort_memory_mb=memory_mb(sc.getConf()), epoch_size=epoch_size,
+        epoch_of,
+        epoch_length,
+        presorted=presorted,
+        sort_memory_mb=memory_mb(sc.getConf()),
+        epoch_size=epoch_size,
     )
     kind = output_kind(output, schema, collect)
     name = getattr(build, "__name__", type(build).__name__)
     options: dict[str, Any] = dict(
-        timeout=timeout, attempts=attempts, serializer=serializer,
-        connect_timeout=connect_timeout, name=name,
+        timeout=timeout,
+        attempts=attempts,
+        serializer=serializer,
+        connect_timeout=connect_timeout,
+        name=name,
     )
     if kind == "frame" and is_frame(source):
         session = session_of(spark)
@@ -233,8 +239,10 @@ def run_streaming(
     elif stage.schema is None:
         action = materialize
     else:
+
         def action(frame: Any) -> Any:
             return materialize_frame(frame, stage.partitions)
+
     return run_barrier(
         sc,
         stage,

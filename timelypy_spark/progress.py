@@ -32,8 +32,13 @@ class DriverProgress:
     """The latest report of each of ``workers`` tasks, drawn on ``out`` if it is a terminal."""
 
     def __init__(
-        self, workers: int, name: str, out: TextIO | None = None, every: float = 0.5,
-        *, enabled: bool = True,
+        self,
+        workers: int,
+        name: str,
+        out: TextIO | None = None,
+        every: float = 0.5,
+        *,
+        enabled: bool = True,
     ) -> None:
         self.workers = workers
         self.name = name
@@ -84,4 +89,3 @@ class DriverProgress:
             self.out.flush()
         except (OSError, ValueError):
             self.enabled = False
-

@@ -97,7 +97,10 @@ class StoreService(AttemptService):
         )
         log.info(
             "attempt %d is execution %d of %s, resuming from epoch %d",
-            attempt, self.execution.ex_num, self.store.directory, self.execution.resume_epoch,
+            attempt,
+            self.execution.ex_num,
+            self.store.directory,
+            self.execution.resume_epoch,
         )
 
     def end(self, attempt: int, ok: bool) -> None:
@@ -167,7 +170,9 @@ class StoreService(AttemptService):
                 entry[3] = time.monotonic()
                 log.info(
                     "execution %d closed its first epoch (%d) %.3f s after it began",
-                    execution.ex_num, execution.resume_epoch, entry[3] - entry[2],
+                    execution.ex_num,
+                    execution.resume_epoch,
+                    entry[3] - entry[2],
                     extra={"timelypy_first_epoch": (execution.ex_num, time.time())},
                 )
             return None

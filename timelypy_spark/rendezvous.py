@@ -110,7 +110,10 @@ class Rendezvous:
                 if message.run != self.run or message.execution != self.execution:
                     log.warning(
                         "rejected a control message from run %s execution %s (expected %s/%s)",
-                        message.run, message.execution, self.run, self.execution,
+                        message.run,
+                        message.execution,
+                        self.run,
+                        self.execution,
                     )
                     continue
                 if message.kind == "register":

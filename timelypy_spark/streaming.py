@@ -121,8 +121,6 @@ class StreamingInput(InputConfig):
         return f"StreamingInput(row_type={self.row_type!r}, key={key})"
 
 
-
-
 class StreamingFlow:
     """A flow running on a gang of Spark tasks, fed by a Structured Streaming query.
 
@@ -162,7 +160,10 @@ class StreamingFlow:
         converter = None if arrow else row_converter(source.row_type)
         #: The rows waiting for the tasks (its counters tell how much was fed).
         self.feed = BatchFeed(
-            workers, key=source.key, convert=converter, chunk_rows=chunk_rows,
+            workers,
+            key=source.key,
+            convert=converter,
+            chunk_rows=chunk_rows,
             max_chunks=max_chunks,
         )
         self._collector = StreamCollector(workers, self.feed)
@@ -184,9 +185,16 @@ class StreamingFlow:
         def gang() -> None:
             try:
                 run_streaming(
-                    self._sc, rdd, program, name=f"stream {flow_name(flow)}", collect=True,
-                    timeout=timeout, attempts=0, serializer=serializer,
-                    connect_timeout=connect_timeout, service=self._collector,
+                    self._sc,
+                    rdd,
+                    program,
+                    name=f"stream {flow_name(flow)}",
+                    collect=True,
+                    timeout=timeout,
+                    attempts=0,
+                    serializer=serializer,
+                    connect_timeout=connect_timeout,
+                    service=self._collector,
                 )
             except BaseException as exc:
                 self._fail(exc)
@@ -472,7 +480,8 @@ def stream_flow(
         config = source if isinstance(source, StreamingInput) else StreamingInput(source)
     if key is not None or row_type is not None:
         config = StreamingInput(
-            config.frame, key=key if key is not None else config.key,
+            config.frame,
+            key=key if key is not None else config.key,
             row_type=row_type if row_type is not None else config.row_type,
         )
     frame = config.frame
@@ -495,10 +504,21 @@ def stream_flow(
         raise ConfigError(f"workers must be a positive int, got {chosen!r}")
     _check_stream_slots(sc, chosen, batch_slots)
     return StreamingFlow(
-        spark, flow, config, chosen, trigger=trigger, options=dict(options or {}),
-        query_name=query_name, arrow=arrow, poll=poll, chunk_rows=chunk_rows,
-        max_chunks=max_chunks, serializer=serializer, connect_timeout=connect_timeout,
-        start_timeout=start_timeout, timeout=timeout,
+        spark,
+        flow,
+        config,
+        chosen,
+        trigger=trigger,
+        options=dict(options or {}),
+        query_name=query_name,
+        arrow=arrow,
+        poll=poll,
+        chunk_rows=chunk_rows,
+        max_chunks=max_chunks,
+        serializer=serializer,
+        connect_timeout=connect_timeout,
+        start_timeout=start_timeout,
+        timeout=timeout,
     )
 
 

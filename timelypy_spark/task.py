@@ -246,7 +246,10 @@ def _streamed(
             records = iter(partition)
             task = TaskContext(index, stop, channel)
             _run(
-                spec, index, attempt, channel,
+                spec,
+                index,
+                attempt,
+                channel,
                 lambda worker: program(worker, records, put, task),
                 report_unless_stopped,
             )

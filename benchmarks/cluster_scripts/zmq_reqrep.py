@@ -134,10 +134,12 @@ def _with_local_epochs(p: dict, sock: zmq.Socket[bytes]) -> None:
         handle, probe = timelypy.InputHandle(), timelypy.ProbeHandle()
         out: list[int] = []
         worker.dataflow(
-            lambda scope: scope.input_from(handle)
-            .map(lambda x: x + 1)
-            .inspect_batch(lambda _t, data: out.extend(data))
-            .probe_with(probe)
+            lambda scope: (
+                scope.input_from(handle)
+                .map(lambda x: x + 1)
+                .inspect_batch(lambda _t, data: out.extend(data))
+                .probe_with(probe)
+            )
         )
 
         def epoch() -> None:

@@ -211,8 +211,15 @@ def test_script_options_after_a_double_dash_reach_the_script(tmp_path: Path) -> 
         "print(config.processes, config.process_index, rest, flush=True)\n"
     )
     result = run_launcher(
-        "-n", "2", str(script_path), "data.txt", "--", "--verbose", "-5",
-        marker=str(tmp_path), timeout=RUN_DEADLINE,
+        "-n",
+        "2",
+        str(script_path),
+        "data.txt",
+        "--",
+        "--verbose",
+        "-5",
+        marker=str(tmp_path),
+        timeout=RUN_DEADLINE,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = sorted(result.stdout.splitlines())
@@ -230,7 +237,11 @@ def test_launcher_options_come_before_the_script_and_its_arguments_pass_verbatim
         ["-n3", "--workers=2", "--serializer", "pickle", "prog.py", "-w", "5", "--", "-p", "0"]
     )
     assert options == LaunchOptions(
-        processes=3, workers=2, hostfile=None, serializer="pickle", script="prog.py",
+        processes=3,
+        workers=2,
+        hostfile=None,
+        serializer="pickle",
+        script="prog.py",
         args=("-w", "5", "--", "-p", "0"),
     )
 
@@ -239,7 +250,10 @@ def test_launcher_defaults_to_two_processes_of_one_worker() -> None:
     options = parse_launch_args(["prog.py"])
     assert options is not None
     assert (options.processes, options.workers, options.hostfile, options.serializer) == (
-        2, 1, None, None,
+        2,
+        1,
+        None,
+        None,
     )
     assert options.args == ()
 

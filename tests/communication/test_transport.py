@@ -36,9 +36,7 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-@pytest.mark.parametrize(
-    "path", sorted(COMMUNICATION.glob("*.py")), ids=lambda path: path.name
-)
+@pytest.mark.parametrize("path", sorted(COMMUNICATION.glob("*.py")), ids=lambda path: path.name)
 def test_communication_imports_nothing_above_it(path):
     offending = [
         f"{path.name}:{line}: {module}"

@@ -26,8 +26,12 @@ from timelypy.progress.metrics import time_operators
 Op = tuple[str, int]
 
 ops = st.lists(
-    st.tuples(st.sampled_from(["map", "filter", "flat_map", "inspect", "inspect_batch",
-                               "exchange", "split"]), st.integers(1, 4)),
+    st.tuples(
+        st.sampled_from(
+            ["map", "filter", "flat_map", "inspect", "inspect_batch", "exchange", "split"]
+        ),
+        st.integers(1, 4),
+    ),
     min_size=0,
     max_size=6,
 )
@@ -96,11 +100,14 @@ def _observe(
 @settings(max_examples=60, deadline=None)
 @given(pipeline=ops, schedule=epochs)
 # a fused operator whose output is not fused: the scope must take its count at once
-@example(pipeline=[("map", 1), ("filter", 1), ("exchange", 1)],
-         schedule=[([1, 2, 3], 1), ([4, 5], 2)])
+@example(
+    pipeline=[("map", 1), ("filter", 1), ("exchange", 1)], schedule=[([1, 2, 3], 1), ([4, 5], 2)]
+)
 # a fused chain whose last operator's output is read twice
-@example(pipeline=[("map", 1), ("filter", 1), ("split", 2), ("map", 3)],
-         schedule=[([1, 2, 3], 1), ([4, 5], 2)])
+@example(
+    pipeline=[("map", 1), ("filter", 1), ("split", 2), ("map", 3)],
+    schedule=[([1, 2, 3], 1), ([4, 5], 2)],
+)
 def test_fusion_changes_nothing_a_user_can_observe(
     pipeline: list[Op], schedule: list[tuple[list[int], int]]
 ) -> None:
@@ -155,9 +162,15 @@ def test_which_edges_fuse() -> None:
         scope.input_from(InputHandle()).map(abs).probe()  # an input handle's operator too
 
     # the Exchange operator's own output feeds map(abs) by Pipeline: that edge fuses
-    assert _edges(build) == [("ToStream", "Map"), ("Map", "Filter"), ("Filter", "Inspect"),
-                             ("Exchange", "Map"), ("Map", "Probe"), ("Input", "Map"),
-                             ("Map", "Probe")]
+    assert _edges(build) == [
+        ("ToStream", "Map"),
+        ("Map", "Filter"),
+        ("Filter", "Inspect"),
+        ("Exchange", "Map"),
+        ("Map", "Probe"),
+        ("Input", "Map"),
+        ("Map", "Probe"),
+    ]
     assert _edges(build, fuse=False) == _edges(build)  # fused_edges reports what could fuse
 
 
@@ -168,8 +181,13 @@ def test_fused_chain_runs_in_one_activation() -> None:
         handle = InputHandle()
         seen: list[int] = []
         probe = worker.dataflow(
-            lambda scope: scope.input_from(handle).map(lambda x: x * 3)
-            .filter(lambda x: x % 2 == 0).inspect(seen.append).probe()
+            lambda scope: (
+                scope.input_from(handle)
+                .map(lambda x: x * 3)
+                .filter(lambda x: x % 2 == 0)
+                .inspect(seen.append)
+                .probe()
+            )
         )
         for epoch in range(5):
             handle.send_batch(list(range(epoch * 4, epoch * 4 + 4)))
@@ -178,8 +196,10 @@ def test_fused_chain_runs_in_one_activation() -> None:
                 worker.step()
         assert seen == [x * 3 for x in range(20) if x * 3 % 2 == 0]
         (dataflow,) = worker.metrics()["dataflows"]
-        return {op["name"]: (op["activations"], op["records_in"], op["records_out"])
-                for op in dataflow["operators"]}
+        return {
+            op["name"]: (op["activations"], op["records_in"], op["records_out"])
+            for op in dataflow["operators"]
+        }
 
     fused = timelypy.execute(Config(), program)[0]
     unfused = timelypy.execute(Config(fuse=False), program)[0]
@@ -212,9 +232,13 @@ def test_an_inputs_chain_runs_as_the_handle_flushes(fuse: bool) -> None:
             log.append(("frontier", inp.frontier.frontier()))
 
         probe = worker.dataflow(
-            lambda scope: scope.input_from(handle).map(lambda x: x * 2)
-            .inspect_time(lambda t, x: chain.append((t, x)))
-            .unary_frontier(timelypy.Pipeline(), "Later", lambda cap, info: logic).probe()
+            lambda scope: (
+                scope.input_from(handle)
+                .map(lambda x: x * 2)
+                .inspect_time(lambda t, x: chain.append((t, x)))
+                .unary_frontier(timelypy.Pipeline(), "Later", lambda cap, info: logic)
+                .probe()
+            )
         )
         for epoch in range(3):
             handle.send_batch([epoch, epoch + 10])
@@ -260,8 +284,12 @@ def test_an_unread_batch_from_an_inputs_chain_holds_the_frontier(fuse: bool) -> 
                     read.append((cap.time, list(data)))
 
         probe = worker.dataflow(
-            lambda scope: scope.input_from(handle).map(lambda x: x + 1)
-            .unary_frontier(timelypy.Pipeline(), "Hold", lambda cap, info: logic).probe()
+            lambda scope: (
+                scope.input_from(handle)
+                .map(lambda x: x + 1)
+                .unary_frontier(timelypy.Pipeline(), "Hold", lambda cap, info: logic)
+                .probe()
+            )
         )
         for _ in range(3):
             worker.step()  # every operator's first activation, before any record
@@ -321,8 +349,11 @@ def test_an_inputs_chain_that_sends_into_another_input_stays_fused() -> None:
 
         def build(scope: timelypy.Scope) -> ProbeHandle:
             scopes.append(scope.subgraph)
-            left = (scope.input_from(a).inspect(lambda x: b.send_batch([x + 100]))
-                    .map(lambda x: mapped.append(x) or x))
+            left = (
+                scope.input_from(a)
+                .inspect(lambda x: b.send_batch([x + 100]))
+                .map(lambda x: mapped.append(x) or x)
+            )
             return left.concat(scope.input_from(b).map(lambda x: x)).probe()
 
         probe = worker.dataflow(build)
@@ -414,6 +445,8 @@ def test_a_logger_turns_fusion_off() -> None:
 
     activations = timelypy.execute(Config(), program)[0]
     assert all(n > 0 for n in activations), activations
+
+
 @pytest.mark.parametrize("fuse", [True, False])
 def test_exchange_after_a_fused_chain(fuse: bool) -> None:
     """A fused chain feeding an exchange on three workers loses and duplicates nothing."""
@@ -421,9 +454,14 @@ def test_exchange_after_a_fused_chain(fuse: bool) -> None:
     def program(worker: timelypy.Worker) -> list[int]:
         out: list[int] = []
         worker.dataflow(
-            lambda scope: scope.to_stream(range(worker.index, 300, worker.peers))
-            .map(lambda x: x + 1).filter(lambda x: x % 3 != 0)
-            .exchange(lambda x: x).inspect(out.append).probe()
+            lambda scope: (
+                scope.to_stream(range(worker.index, 300, worker.peers))
+                .map(lambda x: x + 1)
+                .filter(lambda x: x % 3 != 0)
+                .exchange(lambda x: x)
+                .inspect(out.append)
+                .probe()
+            )
         )
         return out
 
@@ -559,15 +597,19 @@ def test_a_fused_chain_shares_the_frontier_before_it(head: str, fuse: bool, work
         (dataflow,) = scopes
         names = [child.name if child is not None else "" for child in dataflow.children]
         tracker = dataflow.tracker
-        front = tracker.node_state(1).sources[0] if head == "map" else (
-            tracker.node_state(2).targets[0]
+        front = (
+            tracker.node_state(1).sources[0]
+            if head == "map"
+            else (tracker.node_state(2).targets[0])
         )
         shared = tracker.node_state(4).targets[0].implications is front.implications
         handle.close()
         while worker.step_or_park(0):
             pass
-        aliases = {(kind, names[node], port): (names[to[1]], to[0])
-                   for (kind, node, port), to in dataflow.tracker._aliases.items()}
+        aliases = {
+            (kind, names[node], port): (names[to[1]], to[0])
+            for (kind, node, port), to in dataflow.tracker._aliases.items()
+        }
         return aliases, shared, passed, seen
 
     results = timelypy.execute(Config(workers=workers, fuse=fuse), program)

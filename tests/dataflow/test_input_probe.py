@@ -395,8 +395,13 @@ def test_a_probe_inside_a_loop_follows_the_outer_frontier_without_data(mode, pee
 
 
 @settings(max_examples=40, deadline=None)
-@given(ops=pipeline_ops(), workers=st.integers(1, 3), order=st.permutations(range(3)),
-       epochs=st.integers(0, 3), mode=st.sampled_from(["eager", "demand"]))
+@given(
+    ops=pipeline_ops(),
+    workers=st.integers(1, 3),
+    order=st.permutations(range(3)),
+    epochs=st.integers(0, 3),
+    mode=st.sampled_from(["eager", "demand"]),
+)
 @example(ops=[("loop", 1, False, [])], workers=3, order=[0, 1, 2], epochs=0, mode="demand")
 def test_operators_and_probe_handles_read_the_frontiers_their_scope_keeps(
     ops: list[tuple], workers: int, order: list[int], epochs: int, mode: str
@@ -433,8 +438,12 @@ def test_operators_and_probe_handles_read_the_frontiers_their_scope_keeps(
         handle: InputHandle[int] = InputHandle()
         probe = ProbeHandle()
 
-        def build(scope: timelypy.Scope, handle: InputHandle[int] = handle,
-                  probe: ProbeHandle = probe, scopes: list[Any] = scopes) -> None:
+        def build(
+            scope: timelypy.Scope,
+            handle: InputHandle[int] = handle,
+            probe: ProbeHandle = probe,
+            scopes: list[Any] = scopes,
+        ) -> None:
             scopes.append(scope.subgraph)
             out = build_pipeline(scope.input_from(handle), ops, None)
             out.inspect_time(lambda t, x: None).probe_with(probe)

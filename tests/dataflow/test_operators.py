@@ -697,10 +697,12 @@ def test_one_record_batches_are_exchanged_by_key(workers):
         handle = timelypy.InputHandle()
         seen = []
         probe = worker.dataflow(
-            lambda scope: scope.input_from(handle)
-            .exchange(lambda x: x - 7)
-            .inspect_batch(lambda t, data: seen.append((t, list(data))))
-            .probe()
+            lambda scope: (
+                scope.input_from(handle)
+                .exchange(lambda x: x - 7)
+                .inspect_batch(lambda t, data: seen.append((t, list(data))))
+                .probe()
+            )
         )
         for epoch in range(12):
             handle.send(epoch * workers + worker.index)

@@ -8,8 +8,9 @@ from timelypy import Config, InputHandle, ProbeHandle
 
 def test_example_map_filter():
     captured = timelypy.example(
-        lambda scope: scope.to_stream(range(10)).map(lambda x: x * 3).filter(lambda x: x % 2 == 0)
-        .capture()
+        lambda scope: (
+            scope.to_stream(range(10)).map(lambda x: x * 3).filter(lambda x: x % 2 == 0).capture()
+        )
     )
     assert captured.extract() == [(0, [0, 6, 12, 18, 24])]
 
@@ -19,10 +20,12 @@ def test_hello_routes_rounds(workers):
     def program(worker):
         handle, probe, seen = InputHandle(), ProbeHandle(), []
         worker.dataflow(
-            lambda scope: scope.input_from(handle)
-            .exchange(lambda x: x)
-            .inspect_time(lambda t, x: seen.append((t, x)))
-            .probe_with(probe)
+            lambda scope: (
+                scope.input_from(handle)
+                .exchange(lambda x: x)
+                .inspect_time(lambda t, x: seen.append((t, x)))
+                .probe_with(probe)
+            )
         )
         for round_ in range(10):
             if worker.index == 0:
@@ -42,7 +45,9 @@ def test_collatz_iterations():
         def loop(inner):
             handle, cycle = inner.feedback(1)
             step = (
-                scope.to_stream([6, 7]).enter(inner).concat(cycle)
+                scope.to_stream([6, 7])
+                .enter(inner)
+                .concat(cycle)
                 .map(lambda n: n // 2 if n % 2 == 0 else 3 * n + 1)
             )
             step.filter(lambda n: n != 1).connect_loop(handle)

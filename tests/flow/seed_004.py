@@ -135,6 +135,4 @@ SEED_INSPECTING_EPOCHS = """\
 """
 
 #: ``SEED_ONE_EPOCH`` as ``(word, count)`` items.
-ONE_EPOCH: list[tuple[str, int]] = [
-    ast.literal_eval(line) for line in SEED_ONE_EPOCH.splitlines()
-]
+ONE_EPOCH: list[tuple[str, int]] = [ast.literal_eval(line) for line in SEED_ONE_EPOCH.splitlines()]

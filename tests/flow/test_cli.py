@@ -125,7 +125,9 @@ def test_cli_recovery_resumes_a_failed_run_from_its_store(tmp_path):
     assert first.returncode == 1 and "injected failure at epoch 4" in first.stderr
     shown = subprocess.run(
         [sys.executable, "-m", "timelypy.recovery", "show", store],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     ).stdout
     resume = int(shown.split("resume epoch for the next execution: ")[1].split()[0])
     assert 1 <= resume <= 4, shown
@@ -192,7 +194,10 @@ def test_cli_runs_a_graph_flow_from_a_factory_call_on_threads_and_processes(tmp_
     assert counts(result.stdout) == want
     # the worker count from the environment, a file path, and two processes
     result = graph_cli(
-        tmp_path, "graphflow.py:make('a b a', 2)", "--processes", "2",
+        tmp_path,
+        "graphflow.py:make('a b a', 2)",
+        "--processes",
+        "2",
         env={"TIMELYPY_WORKERS_PER_PROCESS": "2"},
     )
     assert result.returncode == 0, result.stderr
@@ -207,9 +212,23 @@ def test_cli_processes_started_by_hand_with_bytewax_flags(tmp_path):
     env = {**os.environ, "TIMELYPY_SECRET": "x7Kp2mQv9LzR4tWb8NcY3hJd6FgA5sUe"}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "timelypy.flow", "graphflow:make('x y x')",
-             "-i", str(i), "-a", addresses, "-w", "1"],
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            [
+                sys.executable,
+                "-m",
+                "timelypy.flow",
+                "graphflow:make('x y x')",
+                "-i",
+                str(i),
+                "-a",
+                addresses,
+                "-w",
+                "1",
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         for i in range(2)
     ]

@@ -240,9 +240,7 @@ def test_keyed_check_refuses_exactly_the_bad_items(items, epoch):
         f"step 'sum' (reduce_epoch) takes (key, value) 2-tuples with a str state key, but got "
         f"{bad!r} ("
     )
-    assert message.endswith(
-        f") at epoch {epoch}; map items to (str(key), value) before this step"
-    )
+    assert message.endswith(f") at epoch {epoch}; map items to (str(key), value) before this step")
     kind = (
         f"a key of type {type(bad[0]).__name__}"
         if type(bad) is tuple and len(bad) == 2

@@ -101,9 +101,10 @@ def test_sigkill_a_process_of_a_graph_flow_with_a_join_and_a_branch_then_resume(
     first = start(tmp_path / "out", tmp_path / "store")
     pid_file = tmp_path / "out" / "pid-1"
     deadline = time.monotonic() + 60
-    while not (pid_file.exists() and pid_file.read_text()) or len(
-        read_parts(tmp_path / "out")
-    ) < sum(want.values()) // 3:
+    while (
+        not (pid_file.exists() and pid_file.read_text())
+        or len(read_parts(tmp_path / "out")) < sum(want.values()) // 3
+    ):
         assert time.monotonic() < deadline, "the first run made no progress"
         assert first.poll() is None, first.stderr.read().decode() if first.stderr else ""
         time.sleep(0.02)

@@ -421,9 +421,7 @@ def test_random_failures_resume_to_the_failure_free_output(
         assert "injected failure" in str(exc)
     resume = cfg.store().resume_epoch()
     second: list = []
-    run_cluster(
-        _random_flow(prefix, None, second), pairs(), 1, resume_workers, recovery_config=cfg
-    )
+    run_cluster(_random_flow(prefix, None, second), pairs(), 1, resume_workers, recovery_config=cfg)
     assert resumed_union(first, second, resume) == Counter(clean)
 
 

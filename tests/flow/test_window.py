@@ -121,9 +121,7 @@ def window_flow(windower: Sliding | Session, wait: int, op: str, late: Any = Non
     flow = Dataflow()
     options = {"late": late, "window_meta": True}
     if op == "fold":
-        flow.fold_window(
-            "win", clock, config, fold_builder, fold_folder, fold_merger, **options
-        )
+        flow.fold_window("win", clock, config, fold_builder, fold_folder, fold_merger, **options)
     elif op == "reduce":
         flow.reduce_window("win", clock, config, reducer, **options)
     elif op == "collect":
@@ -190,8 +188,6 @@ def spans(low_s: float, high_s: float) -> st.SearchStrategy[int]:
         return any_micros
     whole = st.integers(-(-low // SECOND), high // SECOND).map(lambda s: s * SECOND)
     return st.one_of(whole, any_micros)
-
-
 
 
 def waits(scale: int) -> st.SearchStrategy[int]:
@@ -312,9 +308,23 @@ FIXED_PAIRS = [
     (epoch, (key, (T0 + timedelta(seconds=s), n)))
     for n, (epoch, key, s) in enumerate(
         [
-            (0, "a", 0), (0, "b", 3), (0, "a", 4), (0, "c", 9.5), (1, "a", 11), (1, "b", 1),
-            (1, "a", 2), (1, "c", 30), (2, "b", 12), (2, "a", 25), (2, "a", 9), (3, "c", 16),
-            (3, "b", 40), (3, "a", 27), (4, "a", 60), (4, "c", 61), (4, "b", 14),
+            (0, "a", 0),
+            (0, "b", 3),
+            (0, "a", 4),
+            (0, "c", 9.5),
+            (1, "a", 11),
+            (1, "b", 1),
+            (1, "a", 2),
+            (1, "c", 30),
+            (2, "b", 12),
+            (2, "a", 25),
+            (2, "a", 9),
+            (3, "c", 16),
+            (3, "b", 40),
+            (3, "a", 27),
+            (4, "a", 60),
+            (4, "c", 61),
+            (4, "b", 14),
         ]
     )
 ]

@@ -53,14 +53,20 @@ def test_tumbling_counts_and_a_late_value():
     late = []
     flow = Dataflow()
     flow.count_window(
-        "count", frozen_clock(), TumblingWindowConfig(s(10)), window_meta=True,
+        "count",
+        frozen_clock(),
+        TumblingWindowConfig(s(10)),
+        window_meta=True,
         late=lambda epoch, item: late.append((epoch, item)),
     )
     flow.capture()
     out = list(run(flow, [(0, e) for e in EVENTS]))
     assert windows(out) == [
-        ("a", s(0), s(10), 3), ("a", s(10), s(20), 2), ("a", s(30), s(40), 1),
-        ("b", s(0), s(10), 1), ("b", s(10), s(20), 1),
+        ("a", s(0), s(10), 3),
+        ("a", s(10), s(20), 2),
+        ("a", s(30), s(40), 1),
+        ("b", s(0), s(10), 1),
+        ("b", s(10), s(20), 1),
     ]
     # ("a", 2 s) came after "a"'s watermark reached 30 s: late, never folded
     assert late == [(0, ("a", at(2)))]
@@ -81,9 +87,7 @@ def test_sessions_join_values_within_the_gap_on_two_workers():
 
 def test_sliding_windows_close_at_the_epoch_of_the_value_that_passes_them():
     flow = Dataflow()
-    flow.count_window(
-        "slide", frozen_clock(), SlidingWindowConfig(s(10), s(5)), window_meta=True
-    )
+    flow.count_window("slide", frozen_clock(), SlidingWindowConfig(s(10), s(5)), window_meta=True)
     flow.capture()
     out = sorted(run(flow, [(i, e) for i, e in enumerate(EVENTS)]))
     # ("a", 12 s) at epoch 3 moves "a"'s watermark to 12 s: [-5, 5) closes there
@@ -146,7 +150,8 @@ def test_system_clock_closes_windows_on_time_without_new_input():
 def test_bad_configs_name_the_step(make, message):
     config = make()
     clock, windower = (
-        (config, TumblingWindowConfig(s(1))) if isinstance(config, EventClockConfig)
+        (config, TumblingWindowConfig(s(1)))
+        if isinstance(config, EventClockConfig)
         else (frozen_clock(), config)
     )
     flow = Dataflow()
@@ -193,7 +198,11 @@ def test_a_session_fold_window_without_a_merger_is_refused_when_the_flow_is_buil
         flow.count_window("hours", frozen_clock(10), Hourly())
     flow = Dataflow()
     flow.fold_window(
-        "sum", frozen_clock(10), SessionWindowConfig(s(5)), lambda: 0, lambda a, v: a + 1,
+        "sum",
+        frozen_clock(10),
+        SessionWindowConfig(s(5)),
+        lambda: 0,
+        lambda a, v: a + 1,
         lambda a, b: a + b,
     )
     flow.capture()

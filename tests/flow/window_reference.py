@@ -125,8 +125,9 @@ def reduce_logic(reducer: Callable[[Any, Any], Any]) -> Logic:
 
 
 #: ``collect_window``: the values in arrival order; merged sessions concatenate.
-COLLECT = Logic("collect", lambda value: [value], lambda acc, value: [*acc, value],
-                lambda a, b: [*a, *b])
+COLLECT = Logic(
+    "collect", lambda value: [value], lambda acc, value: [*acc, value], lambda a, b: [*a, *b]
+)
 
 #: ``count_window``: how many values.
 COUNT = Logic("count", lambda value: 1, lambda acc, value: acc + 1, lambda a, b: a + b)
@@ -223,9 +224,7 @@ def model(
     return ModelResult(closed, late)
 
 
-def _add_to_session(
-    state: _Key, gap: int, t: int, value: Any, epoch: int, logic: Logic
-) -> None:
+def _add_to_session(state: _Key, gap: int, t: int, value: Any, epoch: int, logic: Logic) -> None:
     near = sorted(
         (s for s in state.open.values() if s.open - gap <= t <= s.close + gap),
         key=lambda s: (s.open, s.id),
@@ -271,7 +270,11 @@ def _close(
             del state.open[w]
             closed.append(
                 ModelWindow(
-                    key, window.open, window.close, logic.finish(window.acc), epoch,
+                    key,
+                    window.open,
+                    window.close,
+                    logic.finish(window.acc),
+                    epoch,
                     window.last_epoch,
                 )
             )

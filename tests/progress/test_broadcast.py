@@ -58,8 +58,9 @@ def test_by_port_the_batches_go_into_a_trackers_buffers() -> None:
     progcaster, boxes, events = _progcaster(0, 2, flush=lambda: None)
     targets: dict[tuple[int, int], dict[Any, int]] = {(2, 0): {5: 1}}
     sources: dict[tuple[int, int], dict[Any, int]] = {}
-    assert progcaster.send_by_port({(2, 0, 0, 5): -1, (1, 1, 0, 6): 1, (1, 1, 0, 5): 0},
-                                   targets, sources)
+    assert progcaster.send_by_port(
+        {(2, 0, 0, 5): -1, (1, 1, 0, 6): 1, (1, 1, 0, 5): 0}, targets, sources
+    )
     batch = [((2, 0, 0, 5), -1), ((1, 1, 0, 6), 1)]
     assert boxes == [[], [(0, 0, batch)]]
     assert targets == {(2, 0): {5: 0}} and sources == {(1, 0): {6: 1}}
@@ -71,5 +72,9 @@ def test_by_port_the_batches_go_into_a_trackers_buffers() -> None:
     assert targets == {(2, 0): {5: 0}, (3, 1): {7: 2}}
     assert sources == {(1, 0): {6: 0, 7: 1}}
     assert not progcaster._mailbox
-    assert [event[:3] for event in events] == [(True, 0, 0), (False, 0, 0), (False, 1, 0),
-                                               (False, 1, 1)]
+    assert [event[:3] for event in events] == [
+        (True, 0, 0),
+        (False, 0, 0),
+        (False, 1, 0),
+        (False, 1, 1),
+    ]

@@ -118,10 +118,16 @@ def _observe(
 
 @settings(max_examples=60, deadline=None)
 @given(pipeline=ops, schedule=epochs, fuse=st.booleans())
-@example(pipeline=[("map", 1), ("delay", 2), ("count", 1)],
-         schedule=[([1, 2, 3], 1, 1), ([4, 5], 2, 0), ([], 1, 2)], fuse=True)
-@example(pipeline=[("loop", 2), ("map", 1), ("count", 1)],
-         schedule=[([5, 9], 1, 2), ([3], 1, 1)], fuse=False)
+@example(
+    pipeline=[("map", 1), ("delay", 2), ("count", 1)],
+    schedule=[([1, 2, 3], 1, 1), ([4, 5], 2, 0), ([], 1, 2)],
+    fuse=True,
+)
+@example(
+    pipeline=[("loop", 2), ("map", 1), ("count", 1)],
+    schedule=[([5, 9], 1, 2), ([3], 1, 1)],
+    fuse=False,
+)
 def test_direct_progress_changes_nothing_a_user_can_observe(
     pipeline: list[Op], schedule: list[tuple[list[int], int, int]], fuse: bool
 ) -> None:

@@ -81,10 +81,9 @@ def test_a_lone_worker_holds_every_pointstamp_it_names():
     (worker,) = workers_of(1)
     handle = InputHandle()
     worker.dataflow(
-        lambda scope: scope.input_from(handle)
-        .concat(source(scope, "Keeper", keeper(at=4)))
-        .map(str)
-        .probe()
+        lambda scope: (
+            scope.input_from(handle).concat(source(scope, "Keeper", keeper(at=4))).map(str).probe()
+        )
     )
     for epoch in range(1, 4):
         handle.send(epoch)
@@ -124,10 +123,9 @@ def test_unread_messages_are_counted_where_they_wait():
     for worker in workers:
         handle = InputHandle()
         worker.dataflow(
-            lambda scope, h=handle: scope.input_from(h)
-            .exchange(lambda x: x)
-            .unary(Pipeline(), "Deaf", deaf)
-            .probe()
+            lambda scope, h=handle: (
+                scope.input_from(h).exchange(lambda x: x).unary(Pipeline(), "Deaf", deaf).probe()
+            )
         )
         if worker.index == 0:
             handle.send_batch([0, 1, 3])  # 0 goes to worker 0, 1 and 3 to worker 1
@@ -156,16 +154,17 @@ def test_a_capability_inside_a_loop_is_named_with_its_inner_time():
     settle(worker)
     (holder,) = worker.why_not_complete(0)
     assert (holder.operator, holder.kind, holder.time, holder.here) == (
-        "Kept", "capability", Product(0, 2), 1,
+        "Kept",
+        "capability",
+        Product(0, 2),
+        1,
     )
     assert len(holder.address) == 3  # inside the iterative scope
     assert worker.why_not_complete(0) == worker.why_not_complete()
 
 
 def test_summarize_lists_at_most_its_limit():
-    holders = [
-        Holder(0, 0, f"op{i}", (0, i), "capability", 0, i, 1, 1) for i in range(12)
-    ]
+    holders = [Holder(0, 0, f"op{i}", (0, i), "capability", 0, i, 1, 1) for i in range(12)]
     text = summarize(holders, limit=3)
     assert text.count("holds a capability") == 3 and text.endswith("; and 9 more")
     assert "other workers" in summarize([])
@@ -236,7 +235,11 @@ def test_each_process_names_its_own_share(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TIMELYPY_SECRET": "x" * 40}
     result = subprocess.run(
         [sys.executable, "-m", "timelypy.launch", "-n", "2", str(script)],
-        capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
     )
     lines = result.stderr.splitlines()
     mine = [line for line in lines if "has not moved" in line and line.startswith("[1]")]

@@ -298,9 +298,7 @@ def test_tracker_matches_closure(kind, data):
     if not locations:
         return
     ups = data.draw(
-        st.lists(
-            st.tuples(st.sampled_from(locations), times, st.integers(-2, 3)), max_size=25
-        )
+        st.lists(st.tuples(st.sampled_from(locations), times, st.integers(-2, 3)), max_size=25)
     )
     counts: dict = {}
     replay: dict = {}
@@ -365,8 +363,10 @@ def _line(nodes: int) -> Builder:
 
 def _frontiers(tracker, nodes: int) -> list[tuple]:
     return [
-        (tuple(tracker.target_implications(Target(n, 0)).frontier()),
-         tuple(tracker.source_implications(Source(n, 0)).frontier()))
+        (
+            tuple(tracker.target_implications(Target(n, 0)).frontier()),
+            tuple(tracker.source_implications(Source(n, 0)).frontier()),
+        )
         for n in range(2, nodes + 1)
     ]
 

@@ -18,7 +18,9 @@ def spark():
     import timelypy_spark
 
     session = timelypy_spark.session(
-        "local[4]", "timelypy-tests", spark__ui__enabled="false",
+        "local[4]",
+        "timelypy-tests",
+        spark__ui__enabled="false",
         spark__ui__showConsoleProgress="false",
     )
     yield session

@@ -46,49 +46,99 @@ def every_type():
     )
 
     inner = StructType([StructField("x", IntegerType()), StructField("tag", StringType())])
-    schema = StructType([
-        StructField("byte", ByteType()),
-        StructField("short", ShortType()),
-        StructField("int", IntegerType()),
-        StructField("long", LongType()),
-        StructField("float", FloatType()),
-        StructField("double", DoubleType()),
-        StructField("dec38", DecimalType(38, 18)),
-        StructField("dec10", DecimalType(10, 2)),
-        StructField("text", StringType()),
-        StructField("blob", BinaryType()),
-        StructField("flag", BooleanType()),
-        StructField("day", DateType()),
-        StructField("moment", TimestampType()),
-        StructField("wall", TimestampNTZType()),
-        StructField("numbers", ArrayType(LongType())),
-        StructField("stamps", ArrayType(TimestampType())),
-        StructField("scores", MapType(StringType(), DoubleType())),
-        StructField("nested", StructType([
-            StructField("inner", inner), StructField("when", TimestampType()),
-            StructField("items", ArrayType(inner)),
-        ])),
-    ])
+    schema = StructType(
+        [
+            StructField("byte", ByteType()),
+            StructField("short", ShortType()),
+            StructField("int", IntegerType()),
+            StructField("long", LongType()),
+            StructField("float", FloatType()),
+            StructField("double", DoubleType()),
+            StructField("dec38", DecimalType(38, 18)),
+            StructField("dec10", DecimalType(10, 2)),
+            StructField("text", StringType()),
+            StructField("blob", BinaryType()),
+            StructField("flag", BooleanType()),
+            StructField("day", DateType()),
+            StructField("moment", TimestampType()),
+            StructField("wall", TimestampNTZType()),
+            StructField("numbers", ArrayType(LongType())),
+            StructField("stamps", ArrayType(TimestampType())),
+            StructField("scores", MapType(StringType(), DoubleType())),
+            StructField(
+                "nested",
+                StructType(
+                    [
+                        StructField("inner", inner),
+                        StructField("when", TimestampType()),
+                        StructField("items", ArrayType(inner)),
+                    ]
+                ),
+            ),
+        ]
+    )
     moment = datetime.datetime(2024, 3, 10, 9, 30, 15, 123456)  # a DST change in the US
     rows = [
         (
-            -128, -32768, -(2**31), -(2**63), 1.5, -2.25,
+            -128,
+            -32768,
+            -(2**31),
+            -(2**63),
+            1.5,
+            -2.25,
             decimal.Decimal("12345678901234567890.123456789012345678"),
-            decimal.Decimal("-12345678.90"), "naïve ünïcödé ✓ 日本語", b"\x00\xff\x10",
-            True, datetime.date(1969, 12, 31), moment, datetime.datetime(2001, 2, 3, 4, 5, 6),
-            [1, None, 3], [moment, None], {"a": 1.0, "b": None},
+            decimal.Decimal("-12345678.90"),
+            "naïve ünïcödé ✓ 日本語",
+            b"\x00\xff\x10",
+            True,
+            datetime.date(1969, 12, 31),
+            moment,
+            datetime.datetime(2001, 2, 3, 4, 5, 6),
+            [1, None, 3],
+            [moment, None],
+            {"a": 1.0, "b": None},
             ((7, "seven"), moment, [(1, None), None]),
         ),
         (
-            127, 32767, 2**31 - 1, 2**63 - 1, float("inf"), 1e-300,
-            decimal.Decimal("0.000000000000000001"), decimal.Decimal("99999999.99"), "",
-            b"", False, datetime.date(2262, 4, 11), datetime.datetime(1900, 1, 1),
-            datetime.datetime(1970, 1, 1), [], [], {}, (None, None, []),
+            127,
+            32767,
+            2**31 - 1,
+            2**63 - 1,
+            float("inf"),
+            1e-300,
+            decimal.Decimal("0.000000000000000001"),
+            decimal.Decimal("99999999.99"),
+            "",
+            b"",
+            False,
+            datetime.date(2262, 4, 11),
+            datetime.datetime(1900, 1, 1),
+            datetime.datetime(1970, 1, 1),
+            [],
+            [],
+            {},
+            (None, None, []),
         ),
         tuple([None] * len(schema)),
         (
-            0, 0, 0, 0, -0.0, float("nan"), decimal.Decimal(0), decimal.Decimal("0.01"), "x",
-            b"y", None, None, None, None, None, [None], None, ((None, None), None, None),
+            0,
+            0,
+            0,
+            0,
+            -0.0,
+            float("nan"),
+            decimal.Decimal(0),
+            decimal.Decimal("0.01"),
+            "x",
+            b"y",
+            None,
+            None,
+            None,
+            None,
+            None,
+            [None],
+            None,
+            ((None, None), None, None),
         ),
     ]
     return schema, rows
@@ -114,9 +164,7 @@ def test_every_type_round_trips_through_arrow(new_york, idle):
     assert result.schema == schema
     assert Counter(map(repr, result.collect())) == Counter(map(repr, frame.collect()))
     # the same values as the row path: the user's functions see exactly what df.rdd gives
-    seen = timelypy_spark.run(
-        new_york, lambda scope, rows: rows.map(repr), frame, schema="string"
-    )
+    seen = timelypy_spark.run(new_york, lambda scope, rows: rows.map(repr), frame, schema="string")
     row_path = timelypy_spark.run(
         new_york, lambda scope, rows: rows.map(repr), frame, output="list"
     )
@@ -129,11 +177,19 @@ def test_dict_rows_and_row_objects_are_those_of_the_row_path(idle):
     frame = idle.createDataFrame(rows, schema).repartition(2)
     for row_type in ("dict", "row"):
         seen = timelypy_spark.run(
-            idle, lambda scope, rows: rows.map(repr), frame, schema="string", row_type=row_type,
+            idle,
+            lambda scope, rows: rows.map(repr),
+            frame,
+            schema="string",
+            row_type=row_type,
             serializer="pickle",
         )
         row_path = timelypy_spark.run(
-            idle, lambda scope, rows: rows.map(repr), frame, output="list", row_type=row_type,
+            idle,
+            lambda scope, rows: rows.map(repr),
+            frame,
+            output="list",
+            row_type=row_type,
             serializer="pickle",
         )
         assert Counter(row.value for row in seen.collect()) == Counter(row_path), row_type
@@ -160,21 +216,27 @@ def test_output_schema_is_inferred_from_a_sample(idle):
         "word string, n int",
     ).repartition(2)
     pairs = timelypy_spark.run(
-        idle, lambda scope, rows: rows.map(lambda row: (row[0].upper(), row[1] * 1.5)), frame,
+        idle,
+        lambda scope, rows: rows.map(lambda row: (row[0].upper(), row[1] * 1.5)),
+        frame,
         output="frame",
     )
     assert [(f.name, f.dataType.simpleString()) for f in pairs.schema] == [
-        ("_1", "string"), ("_2", "double"),
+        ("_1", "string"),
+        ("_2", "double"),
     ]
     assert sorted(pairs.collect()) == sorted((w.upper(), n * 1.5) for w, n in frame.collect())
     named = timelypy_spark.run(
-        idle, lambda scope, rows: rows.map(lambda row: {"word": row[0], "size": len(row[0])}),
-        frame, output="frame",
+        idle,
+        lambda scope, rows: rows.map(lambda row: {"word": row[0], "size": len(row[0])}),
+        frame,
+        output="frame",
     )
     assert named.columns == ["size", "word"]  # Spark orders a dict's fields by name
     assert named.schema["size"].dataType.simpleString() == "bigint"
-    bare = timelypy_spark.run(idle, lambda scope, rows: rows.map(lambda r: r[1]), frame,
-                              output="frame")
+    bare = timelypy_spark.run(
+        idle, lambda scope, rows: rows.map(lambda r: r[1]), frame, output="frame"
+    )
     assert bare.columns == ["value"]
     assert sorted(row.value for row in bare.collect()) == [0, 1, 2, 3, 4]
 
@@ -182,20 +244,26 @@ def test_output_schema_is_inferred_from_a_sample(idle):
 def test_inference_that_cannot_decide_says_to_pass_a_schema(idle):
     frame = idle.range(0, 10, numPartitions=2)
     with pytest.raises(ConfigError, match="gave no output records; pass schema="):
-        timelypy_spark.run(idle, lambda scope, rows: rows.filter(lambda r: False), frame,
-                           output="frame")
-    with pytest.raises(ConfigError, match=r"cannot infer the output schema.*pass schema="):
         timelypy_spark.run(
-            idle, lambda scope, rows: rows.map(lambda r: (r[0], "x" if r[0] % 2 else 1.5)),
-            frame, output="frame",
+            idle, lambda scope, rows: rows.filter(lambda r: False), frame, output="frame"
         )
     with pytest.raises(ConfigError, match=r"cannot infer the output schema.*pass schema="):
-        timelypy_spark.run(idle, lambda scope, rows: rows.map(lambda r: (r[0], None)), frame,
-                           output="frame")
+        timelypy_spark.run(
+            idle,
+            lambda scope, rows: rows.map(lambda r: (r[0], "x" if r[0] % 2 else 1.5)),
+            frame,
+            output="frame",
+        )
     with pytest.raises(ConfigError, match=r"cannot infer the output schema.*pass schema="):
         timelypy_spark.run(
-            idle, lambda scope, rows: rows.map(lambda r: (r[0], [r[0]] if r[0] % 2 else 1.5)),
-            frame, output="frame",
+            idle, lambda scope, rows: rows.map(lambda r: (r[0], None)), frame, output="frame"
+        )
+    with pytest.raises(ConfigError, match=r"cannot infer the output schema.*pass schema="):
+        timelypy_spark.run(
+            idle,
+            lambda scope, rows: rows.map(lambda r: (r[0], [r[0]] if r[0] % 2 else 1.5)),
+            frame,
+            output="frame",
         )
     with pytest.raises(ConfigError, match="collect=True returns a list"):
         timelypy_spark.run(idle, identity, frame, output="frame", collect=True)
@@ -228,8 +296,9 @@ def test_a_user_error_in_the_arrow_path_comes_back_as_itself(idle):
 def test_a_record_that_does_not_fit_the_schema_names_the_column(idle):
     frame = idle.range(0, 10, numPartitions=2)
     with pytest.raises(TypeError, match="does not fit the column 'n'"):
-        timelypy_spark.run(idle, lambda scope, rows: rows.map(lambda r: (f"{r[0]}",)), frame,
-                           schema="n long")
+        timelypy_spark.run(
+            idle, lambda scope, rows: rows.map(lambda r: (f"{r[0]}",)), frame, schema="n long"
+        )
 
 
 def test_epochs_of_records_through_arrow(idle):
@@ -255,8 +324,11 @@ def test_epochs_of_records_through_arrow(idle):
     )
     # run(): one count per epoch on the worker every record was sent to
     per_epoch = timelypy_spark.run(
-        idle, lambda scope, rows: rows.exchange(lambda r: 0).count(), frame,
-        epoch_of=lambda row: row[0] // 20, schema="long",
+        idle,
+        lambda scope, rows: rows.exchange(lambda r: 0).count(),
+        frame,
+        epoch_of=lambda row: row[0] // 20,
+        schema="long",
     )
     assert sorted(row.value for row in per_epoch.collect()) == [20, 20, 20]
 

@@ -29,8 +29,9 @@ def corpus(directory: Path) -> tuple[list[str], Counter[str]]:
     words = ["apple", "banana", "cherry", "date", "elder", "fig", "grape"]
     paths, expected = [], Counter()
     for part in range(2):
-        lines = [" ".join(words[(i * 3 + j + part) % 7] for j in range(i % 5 + 1))
-                 for i in range(300)]
+        lines = [
+            " ".join(words[(i * 3 + j + part) % 7] for j in range(i % 5 + 1)) for i in range(300)
+        ]
         path = directory / f"part-{part}.txt"
         path.write_text("\n".join(lines) + "\n")
         expected.update(w for line in lines for w in line.split())
@@ -38,17 +39,36 @@ def corpus(directory: Path) -> tuple[list[str], Counter[str]]:
     return paths, expected
 
 
-def run_job(tmp_path: Path, master: str, *extra: str, env: dict[str, str] | None = None,
-            workers: int = 2, timeout: float = 600) -> dict:
+def run_job(
+    tmp_path: Path,
+    master: str,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    workers: int = 2,
+    timeout: float = 600,
+) -> dict:
     paths, expected = corpus(tmp_path)
     output = tmp_path / "result.json"
     environment = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", **(env or {}))
     # Run from a directory without the package: Spark's Python workers start
     # in the driver's working directory and would import it from there.
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--master", master, "--workers", str(workers), *extra,
-         str(output), *paths],
-        capture_output=True, text=True, timeout=timeout, env=environment, cwd=tmp_path,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--master",
+            master,
+            "--workers",
+            str(workers),
+            *extra,
+            str(output),
+            *paths,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=environment,
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-4000:]
     data = json.loads(output.read_text())
@@ -60,8 +80,9 @@ def run_job(tmp_path: Path, master: str, *extra: str, env: dict[str, str] | None
 @pytest.mark.timeout(900)
 def test_local_cluster_with_separate_executor_jvms(tmp_path):
     # Two executors (separate JVMs) with two cores each.
-    data = run_job(tmp_path, "local-cluster[2,2,1024]", workers=4,
-                   env={"PYSPARK_PYTHON": sys.executable})
+    data = run_job(
+        tmp_path, "local-cluster[2,2,1024]", workers=4, env={"PYSPARK_PYTHON": sys.executable}
+    )
     assert len({pid for _, pid in data["origins"]}) == 4
 
 
@@ -75,22 +96,51 @@ def free_port() -> int:
 @pytest.mark.timeout(900)
 def test_standalone_master_and_worker(tmp_path):
     home = Path(pyspark.__file__).parent
-    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1",
-               PYSPARK_PYTHON=sys.executable, SPARK_NO_DAEMONIZE="1")
+    env = dict(
+        os.environ,
+        SPARK_HOME=str(home),
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=sys.executable,
+        SPARK_NO_DAEMONIZE="1",
+    )
     master_port, worker_port = free_port(), free_port()
     spark_class = str(home / "bin" / "spark-class")
     logs = tmp_path / "logs"
     logs.mkdir()
     master = subprocess.Popen(
-        [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-         "--port", str(master_port), "--webui-port", str(free_port())],
-        env=env, stdout=(logs / "master.log").open("w"), stderr=subprocess.STDOUT,
+        [
+            spark_class,
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(master_port),
+            "--webui-port",
+            str(free_port()),
+        ],
+        env=env,
+        stdout=(logs / "master.log").open("w"),
+        stderr=subprocess.STDOUT,
     )
     worker = subprocess.Popen(
-        [spark_class, "org.apache.spark.deploy.worker.Worker",
-         f"spark://127.0.0.1:{master_port}", "--host", "127.0.0.1", "--port", str(worker_port),
-         "--cores", "2", "--memory", "1g", "--webui-port", str(free_port())],
-        env=env, stdout=(logs / "worker.log").open("w"), stderr=subprocess.STDOUT,
+        [
+            spark_class,
+            "org.apache.spark.deploy.worker.Worker",
+            f"spark://127.0.0.1:{master_port}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(worker_port),
+            "--cores",
+            "2",
+            "--memory",
+            "1g",
+            "--webui-port",
+            str(free_port()),
+        ],
+        env=env,
+        stdout=(logs / "worker.log").open("w"),
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 90
@@ -125,8 +175,13 @@ def bare_python(directory: Path) -> Path:
     site_packages = next((env_dir / "lib").glob("python3*/site-packages"))
     (site_packages / "deps.pth").write_text(str(deps) + "\n")
     python = env_dir / "bin" / "python"
-    check = subprocess.run([str(python), "-c", "import zmq, msgpack; import timelypy"],
-                           capture_output=True, text=True, timeout=60, cwd=directory)
+    check = subprocess.run(
+        [str(python), "-c", "import zmq, msgpack; import timelypy"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=directory,
+    )
     assert "No module named 'timelypy'" in check.stderr, check.stderr
     return python
 
@@ -146,15 +201,28 @@ def test_executors_without_timelypy_show_their_import_error(tmp_path):
     python = bare_python(tmp_path)
     paths, _ = corpus(tmp_path)
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--master", "local[2]", "--workers", "2",
-         str(tmp_path / "result.json"), *paths],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--master",
+            "local[2]",
+            "--workers",
+            "2",
+            str(tmp_path / "result.json"),
+            *paths,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
         env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=str(python)),
     )
     assert result.returncode != 0
     # checked before the barrier stage: one small job, not a barrier stage's retries
-    assert "Spark's executors cannot import timelypy (ModuleNotFoundError: No module named " \
-        "'timelypy'" in result.stderr, result.stderr[-3000:]
+    assert (
+        "Spark's executors cannot import timelypy (ModuleNotFoundError: No module named "
+        "'timelypy'" in result.stderr
+    ), result.stderr[-3000:]
     assert str(python) in result.stderr  # names the executors' Python
     assert "ship_package" in result.stderr and "PYSPARK_PYTHON" in result.stderr
     elapsed = float(re.search(r"the run failed after ([\d.]+) s", result.stderr).group(1))

@@ -292,7 +292,7 @@ def test_the_docs_example_runs_on_spark(idle):
     # docs/spark.md runs its ```python blocks without Spark (tests/test_repository.py);
     # the ```text block of the run_flow section needs a session, so it runs here.
     text = (ROOT / "docs" / "spark.md").read_text()
-    section = text[text.index("## Running a timelypy.flow Dataflow on Spark"):]
+    section = text[text.index("## Running a timelypy.flow Dataflow on Spark") :]
     section = section[: section.index("\n## ", 1)]
     python = re.findall(r"```python\n(.*?)```", section, re.S)
     spark_blocks = re.findall(r"```text\n(.*?)```", section, re.S)

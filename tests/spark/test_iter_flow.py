@@ -121,6 +121,7 @@ def test_a_socket_server_that_keeps_sending_gives_results_as_it_sends(spark, idl
     from timelypy.flow import SocketInput
 
     servers = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+
     def serve(server, name):
         server.settimeout(60)
         connection, _ = server.accept()
@@ -167,10 +168,10 @@ def test_the_collector_yields_an_epoch_once_every_task_passed_it():
     for message in [
         _Message("epoch.items", 0, (0, ["a"])),
         _Message("epoch.items", 1, (0, ["b"])),
-        _Message("epoch.frontier", 0, 1),       # task 1 has not passed 0 yet
+        _Message("epoch.frontier", 0, 1),  # task 1 has not passed 0 yet
         _Message("epoch.items", 0, (1, ["c"])),
         _Message("epoch.items", 1, (1, ["d"])),  # a task's items precede its frontier
-        _Message("epoch.frontier", 1, 2),       # now both passed 0; 1 waits for task 0
+        _Message("epoch.frontier", 1, 2),  # now both passed 0; 1 waits for task 0
         _Message("done", 0),
         _Message("done", 1),
     ]:

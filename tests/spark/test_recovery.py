@@ -70,9 +70,15 @@ def test_a_failed_attempt_is_retried_as_an_execution_that_resumes(spark, idle, t
     rdd = spark.sparkContext.parallelize(records, 2).map(slow)
     config = RecoveryConfig(tmp_path / "store", commit_interval=0)
     result = timelypy_spark.run_flow(
-        spark, counting_flow(str(marker), fail_epoch=8), rdd, workers=2,
-        epoch_of=lambda x: x // PER_EPOCH, presorted=True, attempts=1,
-        recovery_config=config, collect=True,
+        spark,
+        counting_flow(str(marker), fail_epoch=8),
+        rdd,
+        workers=2,
+        epoch_of=lambda x: x // PER_EPOCH,
+        presorted=True,
+        attempts=1,
+        recovery_config=config,
+        collect=True,
     )
     assert not marker.exists(), "the first attempt failed"
     assert Counter(result) == expected(records)
@@ -86,14 +92,23 @@ def test_a_later_call_continues_from_the_store(spark, idle, tmp_path):
     config = RecoveryConfig(tmp_path / "store")
     # The first call sees epochs 0-3, the second epochs 4-7 of the same keys.
     first = timelypy_spark.run_flow(
-        spark, counting_flow(), sc.parallelize(range(200), 2), workers=2,
-        epoch_of=lambda x: x // PER_EPOCH, recovery_config=config,
+        spark,
+        counting_flow(),
+        sc.parallelize(range(200), 2),
+        workers=2,
+        epoch_of=lambda x: x // PER_EPOCH,
+        recovery_config=config,
     )
     assert Counter(first.collect()) == expected(range(200))
     first.unpersist()
     second = timelypy_spark.run_flow(
-        spark, counting_flow(), sc.parallelize(range(400), 2), workers=2,
-        epoch_of=lambda x: x // PER_EPOCH, recovery_config=config, collect=True,
+        spark,
+        counting_flow(),
+        sc.parallelize(range(400), 2),
+        workers=2,
+        epoch_of=lambda x: x // PER_EPOCH,
+        recovery_config=config,
+        collect=True,
     )
     want = expected(range(400))
     assert Counter(second) == Counter({p: n for p, n in want.items() if p[0] >= 4})
@@ -117,9 +132,19 @@ def lost_task(tmp_path: Path, *extra: str) -> dict:
     pids.mkdir()
     output = tmp_path / "result.json"
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--master", "local-cluster[2,1,1024]", *extra,
-         str(pids), str(output)],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--master",
+            "local-cluster[2,1,1024]",
+            *extra,
+            str(pids),
+            str(output),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
         env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable),
     )
     assert result.returncode == 0, result.stderr[-4000:]
@@ -204,11 +229,15 @@ def test_partitions_resume_from_their_own_snapshots_on_spark(spark, idle, tmp_pa
     flow.capture()
     opened.write_text("")
     result = timelypy_spark.run_flow(
-        spark, flow, workers=2, attempts=1, collect=True,
+        spark,
+        flow,
+        workers=2,
+        attempts=1,
+        collect=True,
         recovery_config=RecoveryConfig(tmp_path / "store", commit_interval=0),
     )
     assert Counter(result) == want
     resume = RecoveryStore(tmp_path / "store").executions()[-1].resume_epoch
     assert resume > 0
-    reopened = opened.read_text().splitlines()[len(ROWS):]  # the second attempt's readers
+    reopened = opened.read_text().splitlines()[len(ROWS) :]  # the second attempt's readers
     assert sorted(reopened) == [f"{part} {3 * resume}" for part in sorted(ROWS)]

@@ -37,10 +37,12 @@ wordcount_example = load_example("spark_wordcount")
 def hello(worker: timelypy.Worker) -> list[tuple[int, int]]:
     handle, probe, seen = timelypy.InputHandle(), timelypy.ProbeHandle(), []
     worker.dataflow(
-        lambda scope: scope.input_from(handle)
-        .exchange(lambda x: x)
-        .inspect_time(lambda t, x: seen.append((t, x)))
-        .probe_with(probe)
+        lambda scope: (
+            scope.input_from(handle)
+            .exchange(lambda x: x)
+            .inspect_time(lambda t, x: seen.append((t, x)))
+            .probe_with(probe)
+        )
     )
     for round_ in range(10):
         if worker.index == 0:
@@ -65,7 +67,9 @@ def test_wordcount_equals_reduce_by_key(idle, tmp_path):
     paths = wordcount_example.generate_text(tmp_path, lines=3000, files=4)
     lines = idle.sparkContext.textFile(",".join(paths), 4)
     expected = (
-        lines.flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(lambda a, b: a + b)
+        lines.flatMap(str.split)
+        .map(lambda w: (w, 1))
+        .reduceByKey(lambda a, b: a + b)
         .collectAsMap()
     )
     counts = timelypy_spark.run(idle, wordcount_example.count_words, lines, workers=4)
@@ -91,6 +95,7 @@ def test_output_supports_partial_actions_without_rerunning_the_workers(idle):
     result = timelypy_spark.run(idle, build, rdd)
     assert sorted(result.collect()) == [x * 2 for x in range(10)]
     assert len(result.take(3)) == 3 and result.first() in range(0, 20, 2)
+
     def build_rows(scope: timelypy.Scope, numbers: timelypy.Stream) -> timelypy.Stream:
         runs.add(1)
         return numbers.map(lambda x: (x * 2,))
@@ -239,8 +244,9 @@ def test_a_task_process_that_dies_stops_the_run(idle):
     def dying(worker: timelypy.Worker) -> None:
         handle = timelypy.InputHandle()
         probe = timelypy.ProbeHandle()
-        worker.dataflow(lambda scope: scope.input_from(handle).exchange(lambda x: x)
-                        .probe_with(probe))
+        worker.dataflow(
+            lambda scope: scope.input_from(handle).exchange(lambda x: x).probe_with(probe)
+        )
         for epoch in range(1000):
             if worker.index == 1 and epoch == 5:
                 os._exit(3)  # the task's Python process vanishes without a word
@@ -273,9 +279,21 @@ def test_wordcount_example_runs(tmp_path):
     import sys
 
     result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "spark_wordcount.py"), "--lines", "2000",
-         "--master", "local[2]", "--workers", "2", "--top", "3"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "examples" / "spark_wordcount.py"),
+            "--lines",
+            "2000",
+            "--master",
+            "local[2]",
+            "--workers",
+            "2",
+            "--top",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
@@ -287,8 +305,9 @@ def test_wordcount_example_runs(tmp_path):
 def test_counter_cross_check(idle, tmp_path):
     # The generated text's counts, computed without Spark, match the dataflow's.
     paths = wordcount_example.generate_text(tmp_path, lines=1000, files=2)
-    expected = Counter(w for p in paths for line in Path(p).read_text().splitlines()
-                       for w in line.split())
+    expected = Counter(
+        w for p in paths for line in Path(p).read_text().splitlines() for w in line.split()
+    )
     lines = idle.sparkContext.textFile(",".join(paths), 2)
     counts = timelypy_spark.run(idle, wordcount_example.count_words, lines)
     assert dict(counts.collect()) == dict(expected)
@@ -318,7 +337,10 @@ def test_the_spark_ui_names_jobs_and_stages_after_the_flow(tmp_path):
     script = Path(__file__).parent / "scripts" / "ui_names.py"
     result = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "ui.json")],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
         env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"),
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -342,7 +364,10 @@ def test_worker_memory_stays_flat_as_the_output_grows(tmp_path):
         output = tmp_path / f"{records}.json"
         result = subprocess.run(
             [sys.executable, str(script), str(records), str(output)],
-            capture_output=True, text=True, timeout=600, cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tmp_path,
             env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"),
         )
         assert result.returncode == 0, result.stderr[-3000:]

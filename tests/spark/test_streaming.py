@@ -86,8 +86,12 @@ def test_state_is_carried_across_micro_batches_and_epochs_are_batch_ids(
         write(tmp_path, index, lines)
     flow = counting_flow()
     run = stream_flow(
-        spark, flow, lines_stream(spark, tmp_path), workers=2,
-        trigger={"availableNow": True}, arrow=arrow,
+        spark,
+        flow,
+        lines_stream(spark, tmp_path),
+        workers=2,
+        trigger={"availableNow": True},
+        arrow=arrow,
     )
     got = {epoch: Counter(items) for epoch, items in run}
     assert got == running_counts(FILES)
@@ -100,15 +104,14 @@ def test_state_is_carried_across_micro_batches_and_epochs_are_batch_ids(
     assert not run.query.isActive
 
 
-def test_results_reach_the_driver_while_the_query_runs_and_stop_is_clean(
-    spark, idle, tmp_path
-):
+def test_results_reach_the_driver_while_the_query_runs_and_stop_is_clean(spark, idle, tmp_path):
     # the flow's own input step, rows routed to workers by their first word
     flow = counting_flow()
     steps = flow.steps
     fed = Dataflow()
-    fed.input("lines", StreamingInput(lines_stream(spark, tmp_path),
-                                      key=lambda row: row[0].split()[0]))
+    fed.input(
+        "lines", StreamingInput(lines_stream(spark, tmp_path), key=lambda row: row[0].split()[0])
+    )
     for step in steps:  # the same steps after the input
         if step.operator == "flat_map":
             fed.flat_map(step.logic[0])
@@ -139,7 +142,10 @@ def test_results_reach_the_driver_while_the_query_runs_and_stop_is_clean(
 
 def test_stopping_before_any_data_ends_the_gang_cleanly(spark, idle, tmp_path):
     run = stream_flow(
-        spark, counting_flow(), lines_stream(spark, tmp_path), workers=2,
+        spark,
+        counting_flow(),
+        lines_stream(spark, tmp_path),
+        workers=2,
         trigger={"processingTime": "100 milliseconds"},
     )
     assert run.query.isActive
@@ -154,7 +160,10 @@ def test_a_failing_step_stops_the_query_and_the_gang_with_its_own_error(spark, i
     write(tmp_path, 0, FILES[0])
     write(tmp_path, 1, ["apple boom"])
     run = stream_flow(
-        spark, counting_flow(fail_on="boom"), lines_stream(spark, tmp_path), workers=2,
+        spark,
+        counting_flow(fail_on="boom"),
+        lines_stream(spark, tmp_path),
+        workers=2,
         trigger={"processingTime": "100 milliseconds"},
     )
     epochs = []
@@ -182,7 +191,10 @@ def test_a_failing_micro_batch_stops_the_gang_and_the_query(spark, idle, tmp_pat
     checked_udf = udf(checked, "string")
     frame = lines_stream(spark, tmp_path).select(checked_udf(col("value")).alias("value"))
     run = stream_flow(
-        spark, counting_flow(), frame, workers=2,
+        spark,
+        counting_flow(),
+        frame,
+        workers=2,
         trigger={"processingTime": "100 milliseconds"},
     )
     started = time.monotonic()
@@ -196,7 +208,10 @@ def test_a_failing_micro_batch_stops_the_gang_and_the_query(spark, idle, tmp_pat
 def test_leaving_the_loop_cancels_the_query_and_the_gang(spark, idle, tmp_path):
     write(tmp_path, 0, FILES[0])
     run = stream_flow(
-        spark, counting_flow(), lines_stream(spark, tmp_path), workers=2,
+        spark,
+        counting_flow(),
+        lines_stream(spark, tmp_path),
+        workers=2,
         trigger={"processingTime": "100 milliseconds"},
     )
     started = time.monotonic()

@@ -195,8 +195,8 @@ _OK_MARK = ExtType(_EXT_OK, b"")
 _ERR_MARK = ExtType(_EXT_ERR, b"")
 
 _PICKLE_HINT = (
-    "--serializer pickle on the command line, Config(serializer=\"pickle\"), or "
-    "serializer=\"pickle\" for timelypy_spark"
+    '--serializer pickle on the command line, Config(serializer="pickle"), or '
+    'serializer="pickle" for timelypy_spark'
 )
 _SUPPORTED = (
     "None, bool, int, float, str, bytes, bytearray, memoryview, tuple, list, dict, set, "

@@ -257,10 +257,15 @@ class Arguments:
 
 #: Every name of every option, and the :class:`Arguments` field it sets.
 _OPTIONS: dict[str, str] = {
-    "-w": "workers", "--workers": "workers", "--threads": "workers",
-    "-n": "processes", "--processes": "processes",
-    "-p": "process_index", "--process": "process_index",
-    "-h": "hostfile", "--hostfile": "hostfile",
+    "-w": "workers",
+    "--workers": "workers",
+    "--threads": "workers",
+    "-n": "processes",
+    "--processes": "processes",
+    "-p": "process_index",
+    "--process": "process_index",
+    "-h": "hostfile",
+    "--hostfile": "hostfile",
     "--serializer": "serializer",
     "--progress-mode": "progress_mode",
 }
@@ -297,7 +302,7 @@ progress_mode=None, help=False, free=('data.txt',))
     while i < len(args):
         arg = args[i]
         if arg == "--":
-            free.extend(args[i + 1:])
+            free.extend(args[i + 1 :])
             break
         if arg == "--help":
             return Arguments(help=True)
@@ -373,9 +378,7 @@ def parse_address(address: str, *, allow_any_port: bool = False) -> tuple[str, i
         raise ConfigError(f"address {address!r}: port {port!r} is not a number") from None
     lowest = 0 if allow_any_port else 1
     if not lowest <= number < 65536:
-        raise ConfigError(
-            f"address {address!r}: port {number} is out of range {lowest}..65535"
-        )
+        raise ConfigError(f"address {address!r}: port {number} is out of range {lowest}..65535")
     return host, number
 
 

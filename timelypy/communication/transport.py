@@ -87,8 +87,9 @@ class Transport:
             try:
                 allocator.close()
             except Exception:
-                log.debug("error while closing the allocator of worker %d", allocator.index,
-                          exc_info=True)
+                log.debug(
+                    "error while closing the allocator of worker %d", allocator.index, exc_info=True
+                )
 
 
 class ProcessTransport(Transport):

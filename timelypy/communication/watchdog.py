@@ -187,9 +187,7 @@ class Watchdog(threading.Thread):
         while self._doubtful and (final or now - self._doubtful[0][0] >= GOODBYE_GRACE):
             seen, endpoint, why = self._doubtful.pop(0)
             farewell = network.farewell_at
-            if network.shared.failure is not None or (
-                farewell is not None and farewell <= seen
-            ):
+            if network.shared.failure is not None or (farewell is not None and farewell <= seen):
                 continue  # peers failing or shutting down drop half-open connections too
             self._flush_summary(now)
             if self._warned < self.WARN_BURST:
@@ -197,7 +195,9 @@ class Watchdog(threading.Thread):
                 log.warning(
                     "process %d rejected a connection on %s: it did not authenticate with "
                     "the cluster secret (%s); the computation goes on",
-                    network.process, endpoint, why,
+                    network.process,
+                    endpoint,
+                    why,
                 )
             else:
                 self._suppressed += 1
@@ -210,7 +210,9 @@ class Watchdog(threading.Thread):
             log.warning(
                 "process %d rejected a connection %d more times in the last %.0f s "
                 "(peers without the cluster secret); the computation goes on",
-                self.network.process, self._suppressed, self._window,
+                self.network.process,
+                self._suppressed,
+                self._window,
             )
             # Persistent strangers: widen the window so the log stays readable.
             self._window = min(self._window * 2, self.WARN_MAX_WINDOW)

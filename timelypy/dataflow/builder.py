@@ -209,6 +209,7 @@ class OperatorBuilder:
         scope takes the counts in its next pass without scheduling it (an
         :class:`~timelypy.dataflow.input.InputHandle`'s operator is built so).
         """
+
         def passive(caps: list[Capability]) -> Callable[[list[Frontier]], Any]:
             constructor(caps)
             return _no_logic

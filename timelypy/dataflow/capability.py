@@ -173,7 +173,9 @@ class Capability:
         old = self._time
         # The checks in full, unless an int moves forward on a capability one may move.
         if not (
-            type(new_time) is int and type(old) is int and old <= new_time
+            type(new_time) is int
+            and type(old) is int
+            and old <= new_time
             and self._state < _RELEASED
         ):
             self._check_mine("downgrade")
@@ -359,7 +361,6 @@ class InputCapability:
             "is only valid during this activation; pass input_cap.retain() (or "
             "input_cap.delayed(time)) instead"
         )
-
 
     def __repr__(self) -> str:
         return f"InputCapability(time={self._time!r}, input={self._input})"

@@ -449,9 +449,7 @@ class OperatorOutput(Generic[T]):
         return f"OperatorOutput({self._op.name!r}, port={self._index})"
 
 
-def owner_send(
-    output: OperatorOutput[T], report: bool = True
-) -> Callable[[Any, list[T]], None]:
+def owner_send(output: OperatorOutput[T], report: bool = True) -> Callable[[Any, list[T]], None]:
     """``output``'s send without a capability check: ``send(time, records)``.
 
     For a source that holds its own capability for good and keeps the time

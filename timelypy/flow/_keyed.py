@@ -459,6 +459,7 @@ def keyed_operator(
     per epoch and applied in epoch order.  With ``snapshots`` every key
     that changed in an epoch is snapshotted when the epoch closes.
     """
+
     def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         eager = EagerNotificator()
         # the capability that timers and the end of input emit at: at the input frontier

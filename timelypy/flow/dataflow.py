@@ -244,7 +244,13 @@ class Dataflow:
         full = self._full_id(step_id)
         out_ids = tuple(f"{full}.{name}" for name in outs)
         step = Step(
-            operator, full, (), config, options, tuple(up.stream_id for up in ups), out_ids,
+            operator,
+            full,
+            (),
+            config,
+            options,
+            tuple(up.stream_id for up in ups),
+            out_ids,
             "graph",
         )
         self._register(step, len(self._steps))
@@ -429,7 +435,14 @@ class Dataflow:
             _check_callable(late, "late output (epoch, (key, value))", operator, step_id)
         check_configs(step_id, clock_config, window_config)
         spec = WindowSpec(
-            operator, clock_config, window_config, add, merge, finish, late, bool(window_meta),
+            operator,
+            clock_config,
+            window_config,
+            add,
+            merge,
+            finish,
+            late,
+            bool(window_meta),
             fold,
         )
         self._add(operator, step_id, options=spec)
@@ -467,9 +480,17 @@ class Dataflow:
             return folder(builder() if acc is NO_ACC else acc, value)
 
         self._window(
-            "fold_window", step_id, clock_config, window_config,
+            "fold_window",
+            step_id,
+            clock_config,
+            window_config,
             {"builder": builder, "folder": folder, "merger": merger},
-            add, merger, _identity, late, window_meta, (builder, folder),
+            add,
+            merger,
+            _identity,
+            late,
+            window_meta,
+            (builder, folder),
         )
 
     def reduce_window(
@@ -492,8 +513,16 @@ class Dataflow:
             return value if acc is NO_ACC else reducer(acc, value)
 
         self._window(
-            "reduce_window", step_id, clock_config, window_config, {"reducer": reducer},
-            add, reducer, _identity, late, window_meta,
+            "reduce_window",
+            step_id,
+            clock_config,
+            window_config,
+            {"reducer": reducer},
+            add,
+            reducer,
+            _identity,
+            late,
+            window_meta,
         )
 
     def collect_window(
@@ -517,8 +546,16 @@ class Dataflow:
             return acc
 
         self._window(
-            "collect_window", step_id, clock_config, window_config, {},
-            add, _concat, _identity, late, window_meta,
+            "collect_window",
+            step_id,
+            clock_config,
+            window_config,
+            {},
+            add,
+            _concat,
+            _identity,
+            late,
+            window_meta,
         )
 
     def count_window(
@@ -539,8 +576,16 @@ class Dataflow:
             return 1 if acc is NO_ACC else acc + 1
 
         self._window(
-            "count_window", step_id, clock_config, window_config, {},
-            add, _sum, _identity, late, window_meta,
+            "count_window",
+            step_id,
+            clock_config,
+            window_config,
+            {},
+            add,
+            _sum,
+            _identity,
+            late,
+            window_meta,
         )
 
     def capture(

@@ -100,8 +100,7 @@ class DirectoryInput(PartitionedInputConfig):
 
     def __repr__(self) -> str:
         return (
-            f"DirectoryInput({self.path!r}, epoch_length={self.epoch_length:g}, "
-            f"parts={self.parts})"
+            f"DirectoryInput({self.path!r}, epoch_length={self.epoch_length:g}, parts={self.parts})"
         )
 
 

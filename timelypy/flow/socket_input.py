@@ -225,8 +225,10 @@ def _read_socket(config: SocketInput, address: str, resume_epoch: int) -> Iterat
             try:
                 text = decoder.decode(data, final=not data)
             except UnicodeDecodeError as exc:
-                what = "ended inside a character" if not data else (
-                    f"sent text that is not {config.encoding}"
+                what = (
+                    "ended inside a character"
+                    if not data
+                    else (f"sent text that is not {config.encoding}")
                 )
                 raise FlowError(f"SocketInput: {address} {what} ({exc})") from exc
             if not data:  # the server closed the connection: the partition ends

@@ -27,7 +27,6 @@ from typing import Any
 __all__ = ["StepState", "CloseListener", "NO_ACC"]
 
 
-
 class _NoAccumulator:
     """The type of :data:`NO_ACC`; pickles as a reference to the one instance."""
 

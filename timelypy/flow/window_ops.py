@@ -292,9 +292,10 @@ def window_step(
                 # a warning unless the step has an output for them (then they are not lost)
                 log.log(
                     logging.WARNING if late_out is None else logging.INFO,
-                    "%s on worker %d: %d late value(s) so far (older than their key's "
-                    "watermark)%s",
-                    where, worker, state.late,
+                    "%s on worker %d: %d late value(s) so far (older than their key's watermark)%s",
+                    where,
+                    worker,
+                    state.late,
                     "" if late_out is not None else "; give the step late= to keep them",
                 )
                 last_logged[0] = wall
@@ -321,9 +322,7 @@ def window_step(
                     if key_state is None:
                         key_state = get(key)
                         if key_state is None:
-                            key_state = states[key] = [
-                                lag0, [] if session else {}, None, 0, _NEVER
-                            ]
+                            key_state = states[key] = [lag0, [] if session else {}, None, 0, _NEVER]
                         touched[key] = key_state
                     if event:
                         try:  # costs nothing unless it raises (Python 3.11)
@@ -363,7 +362,8 @@ def window_step(
                                 elif t > span[1]:
                                     span[1] = t
                                 span[2] = (
-                                    fold(span[2], value) if fold is not None
+                                    fold(span[2], value)
+                                    if fold is not None
                                     else add(span[2], value)
                                 )
                                 key_state[4] = span[1] + gap + 1
@@ -389,7 +389,8 @@ def window_step(
                                 elif t > span[1]:
                                     span[1] = t
                                 span[2] = (
-                                    fold(span[2], value) if fold is not None
+                                    fold(span[2], value)
+                                    if fold is not None
                                     else add(span[2], value)
                                 )
                                 if key_state[4] == was:  # it was the first to close
@@ -398,10 +399,14 @@ def window_step(
                         # near no open session: a new one
                         w = key_state[3]
                         key_state[3] = w + 1
-                        spans.append([
-                            t, t, fold(builder(), value) if fold is not None
-                            else add(NO_ACC, value), w
-                        ])
+                        spans.append(
+                            [
+                                t,
+                                t,
+                                fold(builder(), value) if fold is not None else add(NO_ACC, value),
+                                w,
+                            ]
+                        )
                         closes = key_state[4]
                         if closes is not None and t + gap + 1 < closes:
                             key_state[4] = t + gap + 1
@@ -527,5 +532,3 @@ def window_step(
         return logic
 
     return stream.unary_frontier(Exchange(route_by_key), step_id, constructor)
-
-

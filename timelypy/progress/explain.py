@@ -131,8 +131,15 @@ def _walk(
                         waiting = child.unread(port)
                     found.append(
                         Holder(
-                            worker, identifier, child.name, address, "messages", port, t,
-                            count, min(count, waiting.get(t, 0)),
+                            worker,
+                            identifier,
+                            child.name,
+                            address,
+                            "messages",
+                            port,
+                            t,
+                            count,
+                            min(count, waiting.get(t, 0)),
                         )
                     )
         if isinstance(child, Subgraph) and child.refinement is not None:
@@ -149,8 +156,15 @@ def _walk(
                     here = min(count, held[port].get(t, 0) if port < len(held) else 0)
                     found.append(
                         Holder(
-                            worker, identifier, child.name, address, "capability", port, t,
-                            count, here,
+                            worker,
+                            identifier,
+                            child.name,
+                            address,
+                            "capability",
+                            port,
+                            t,
+                            count,
+                            here,
                         )
                     )
 

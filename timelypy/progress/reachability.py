@@ -103,7 +103,9 @@ def _fused_pointstamp(kind: int, node: int, port: int) -> TimelyError:
 
 
 def _wait(
-    pending: dict[int, dict[Any, int]], heap: list[int], location: int,
+    pending: dict[int, dict[Any, int]],
+    heap: list[int],
+    location: int,
     changes: list[tuple[Any, int]],
 ) -> None:
     """Add ``changes`` to what ``location`` waits to apply; queue it if it waited for nothing."""
@@ -214,9 +216,7 @@ class Builder:
         self.edges: list[list[list[Target]]] = []
         self.shape: list[tuple[int, int]] = []
 
-    def add_node(
-        self, index: int, inputs: int, outputs: int, summaries: Sequence[Any]
-    ) -> None:
+    def add_node(self, index: int, inputs: int, outputs: int, summaries: Sequence[Any]) -> None:
         """Declare node ``index`` with ``inputs`` inputs, ``outputs`` outputs and connectivity.
 
         ``summaries[i]`` gives, for input ``i``, the path summaries to each
@@ -315,7 +315,7 @@ class Builder:
             seen[loc] = len(walk)
             walk.append(loc)
             loc = pred[loc]
-        cycle = walk[seen[loc]:]
+        cycle = walk[seen[loc] :]
         cycle.reverse()
         return cycle
 
@@ -662,8 +662,17 @@ class Tracker:
         #: one chain).  An alias group (:meth:`alias`) is one location here, with its
         #: last member's successors.
         self._dag: list[
-            tuple[int, int, int, MutableAntichain[Any], list[Any], int, tuple[Any, ...],
-                  tuple[int, ...], bool]
+            tuple[
+                int,
+                int,
+                int,
+                MutableAntichain[Any],
+                list[Any],
+                int,
+                tuple[Any, ...],
+                tuple[int, ...],
+                bool,
+            ]
         ] = []
         for key in order:
             _, node, port = key
@@ -698,9 +707,7 @@ class Tracker:
             for node, (_, outs) in enumerate(self._shape)
         ]
 
-    def alias(
-        self, links: Iterable[tuple[Location, Location]]
-    ) -> list[tuple[Location, Location]]:
+    def alias(self, links: Iterable[tuple[Location, Location]]) -> list[tuple[Location, Location]]:
         """Let each ``(earlier, later)`` pair of locations share one frontier.
 
         ``later`` must be ``earlier``'s chain successor (its only successor,
@@ -1032,12 +1039,15 @@ class Tracker:
         drop them, is most of the cost of a small step.  The implications
         themselves are maintained everywhere, as before.
         """
-        watched = {(location.port.kind.value, location.node, location.port.index)
-                   for location in locations}
+        watched = {
+            (location.port.kind.value, location.node, location.port.index) for location in locations
+        }
         self._watched = watched
         self._watched_ports = tuple(
-            [[(kind, node, port) in watched for port in range(shape[kind])]
-             for node, shape in enumerate(self._shape)]
+            [
+                [(kind, node, port) in watched for port in range(shape[kind])]
+                for node, shape in enumerate(self._shape)
+            ]
             for kind in (0, 1)
         )  # type: ignore[assignment]
         if self._acyclic:
@@ -1119,4 +1129,3 @@ class Tracker:
         state = self._per_operator[location.node]
         ports = state.targets if location.port.kind == _TARGET else state.sources
         return ports[location.port.index].is_global(time)
-

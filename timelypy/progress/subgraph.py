@@ -317,8 +317,7 @@ class Subgraph(Operate):
         #: only knows their sum over all workers); not kept by a direct scope, whose
         #: tracker counts only this worker's (read them with :meth:`held_by`).
         self.held: list[list[dict[Any, int]]] = [
-            [{} for _ in range(child.outputs)] if child is not None else []
-            for child in children
+            [{} for _ in range(child.outputs)] if child is not None else [] for child in children
         ]
         #: Per child, [unused, records consumed, records produced, seconds in its
         #: schedule() while TIMING] on this worker (fixed-size lists: safe to read from
@@ -783,8 +782,7 @@ class Subgraph(Operate):
         """
         if self._direct and self.tracker is not None:
             return [
-                dict(info.pointstamps.updates())
-                for info in self.tracker.node_state(index).sources
+                dict(info.pointstamps.updates()) for info in self.tracker.node_state(index).sources
             ]
         return self.held[index]
 

@@ -125,10 +125,7 @@ class Simulation:
     def reproduction(self, build_name: str = "build") -> str:
         """The :func:`simulate` call that repeats this run, as Python source."""
         inputs = "".join(f", {batches!r}" for batches in self.inputs)
-        return (
-            f"simulate({build_name}{inputs}, workers={self.workers}, "
-            f"schedule={self.schedule!r})"
-        )
+        return f"simulate({build_name}{inputs}, workers={self.workers}, schedule={self.schedule!r})"
 
     def assert_output(self, expected: Sequence[tuple[Any, Sequence[Any]]], output: int = 0) -> None:
         """Fail unless :meth:`extract` equals ``expected``, naming each time that differs.
@@ -275,8 +272,7 @@ def simulate(
         run_to_completion(team, limit)
     except Exception as exc:
         exc.add_note(
-            f"in simulate: running {workers} worker(s) to completion after the schedule "
-            f"{turns!r}"
+            f"in simulate: running {workers} worker(s) to completion after the schedule {turns!r}"
         )
         raise
     return Simulation(workers, dealt, turns, queues)

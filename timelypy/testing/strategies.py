@@ -125,9 +125,7 @@ def flow_pairs(
     _positive(epochs, "epochs", "flow_pairs")
     _positive(max_size, "max_size", "flow_pairs", 0)
     drawn: st.SearchStrategy[Any] = (
-        items
-        if items is not None
-        else st.tuples(st.sampled_from("abcd"), st.integers(0, 9))
+        items if items is not None else st.tuples(st.sampled_from("abcd"), st.integers(0, 9))
     )
     pair = st.tuples(st.integers(0, epochs - 1), drawn)
     return st.lists(pair, max_size=max_size).map(_sorted_by_epoch)

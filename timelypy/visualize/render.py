@@ -144,9 +144,7 @@ def to_mermaid(graph: Graph) -> str:
         if cluster is not None:
             lines.append(f'{indent}subgraph {cluster.key}["{mermaid_text(cluster.label)}"]')
         elif node is not None:
-            opening, closing = (
-                _MERMAID_STATEFUL if node.stateful else _MERMAID_SHAPES[node.kind]
-            )
+            opening, closing = _MERMAID_STATEFUL if node.stateful else _MERMAID_SHAPES[node.kind]
             lines.append(f"{indent}{node.key}{opening}{mermaid_text(node.label)}{closing}")
         else:
             lines.append(f"{indent}end")

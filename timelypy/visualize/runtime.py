@@ -73,8 +73,7 @@ def runtime_graph(
     """
     if not callable(build):
         raise TypeError(
-            f"runtime_graph needs the function that builds a dataflow, build(scope), "
-            f"got {build!r}"
+            f"runtime_graph needs the function that builds a dataflow, build(scope), got {build!r}"
         )
     events: list[tuple[float, Any]] = []
 

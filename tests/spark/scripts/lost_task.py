@@ -108,7 +108,12 @@ def main() -> None:
     started = time.monotonic()
     try:
         out = timelypy_spark.run_flow(
-            spark, flow, rdd, workers=2, epoch_of=lambda x: x // PER_EPOCH, presorted=True,
+            spark,
+            flow,
+            rdd,
+            workers=2,
+            epoch_of=lambda x: x // PER_EPOCH,
+            presorted=True,
             **options,
         )
         got = Counter(out.collect())

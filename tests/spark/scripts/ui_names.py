@@ -34,6 +34,7 @@ def main() -> None:
             jobs = json.load(r)
         with urllib.request.urlopen(f"{ui}/api/v1/applications/{app}/stages", timeout=30) as r:
             stages = json.load(r)
+
         def named(entries: list[dict]) -> list[dict]:
             return [{"name": e.get("name"), "description": e.get("description")} for e in entries]
 

@@ -71,9 +71,7 @@ def _accumulate(
 
 
 @stream_method
-def accumulate(
-    stream: Stream[T], default: A, logic: Callable[[A, list[T]], A]
-) -> Stream[A]:
+def accumulate(stream: Stream[T], default: A, logic: Callable[[A, list[T]], A]) -> Stream[A]:
     """One record per completed time: ``logic`` folded over its batches from ``default``.
 
     >>> import timelypy

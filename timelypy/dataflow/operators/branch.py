@@ -58,9 +58,7 @@ def _two_outputs(
 
 
 @stream_method
-def branch(
-    stream: Stream[T], condition: Callable[[Any, T], bool]
-) -> tuple[Stream[T], Stream[T]]:
+def branch(stream: Stream[T], condition: Callable[[Any, T], bool]) -> tuple[Stream[T], Stream[T]]:
     """``(false_stream, true_stream)``: each record goes where ``condition(time, record)`` says.
 
     >>> import timelypy
@@ -99,9 +97,7 @@ def branch(
 
 
 @stream_method
-def branch_when(
-    stream: Stream[T], condition: Callable[[Any], bool]
-) -> tuple[Stream[T], Stream[T]]:
+def branch_when(stream: Stream[T], condition: Callable[[Any], bool]) -> tuple[Stream[T], Stream[T]]:
     """``(false_stream, true_stream)``: whole batches go where ``condition(time)`` says.
 
     Timely's example: data ``0..10`` delayed to times ``0..10``, split at 5.

@@ -191,9 +191,7 @@ def replay_into(
 
     def constructor(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
         # Each source starts out holding the minimum, as its capture did.
-        held: list[list[Capability]] = [
-            [caps[0].delayed(caps[0].time).retain()] for _ in sources
-        ]
+        held: list[list[Capability]] = [[caps[0].delayed(caps[0].time).retain()] for _ in sources]
         activate = info.activator()
 
         def covering(index: int, time: Any) -> Capability:

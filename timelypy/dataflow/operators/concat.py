@@ -32,8 +32,7 @@ def concatenate(scope: Scope, streams: Sequence[Stream[T]]) -> Stream[T]:
     """One stream with the records of every stream in ``streams`` (all of ``scope``)."""
     builder = OperatorBuilder("Concatenate", scope)
     inputs: list[OperatorInput[T]] = [
-        builder.new_input(stream, Pipeline(), interest=FrontierInterest.NEVER)
-        for stream in streams
+        builder.new_input(stream, Pipeline(), interest=FrontierInterest.NEVER) for stream in streams
     ]
     out: OperatorOutput[T]
     out, result = builder.new_output()

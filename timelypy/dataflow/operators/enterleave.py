@@ -64,9 +64,7 @@ def leave(stream: Stream[T]) -> Stream[T]:
     scope = stream.scope
     parent = scope.parent
     if parent is None:
-        raise PortError(
-            f"scope {scope.name!r} is a dataflow's root; there is nothing to leave to"
-        )
+        raise PortError(f"scope {scope.name!r} is a dataflow's root; there is nothing to leave to")
     subgraph = scope.subgraph
     refinement = subgraph.refinement
     assert refinement is not None  # a nested scope always has one

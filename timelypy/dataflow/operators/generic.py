@@ -224,9 +224,7 @@ def binary_notify(
     pact2: Pact,
     name: str,
     init: Iterable[Any],
-    logic: Callable[
-        [OperatorInput[T], OperatorInput[T2], OperatorOutput[U], Notificator], Any
-    ],
+    logic: Callable[[OperatorInput[T], OperatorInput[T2], OperatorOutput[U], Notificator], Any],
 ) -> Stream[U]:
     """Two inputs, one output, and a notificator over both input frontiers."""
     return _with_notificator([(first, pact1), (second, pact2)], name, init, logic)

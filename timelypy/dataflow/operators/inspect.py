@@ -69,9 +69,7 @@ def inspect_time(stream: Stream[T], func: Callable[[Any, T], Any]) -> Stream[T]:
 
 
 @stream_method
-def inspect_frontier(
-    stream: Stream[T], func: Callable[[tuple[Any, ...]], Any]
-) -> Stream[T]:
+def inspect_frontier(stream: Stream[T], func: Callable[[tuple[Any, ...]], Any]) -> Stream[T]:
     """Call ``func(frontier)`` whenever the frontier changes; pass the stream on."""
 
     def constructor(initial: Capability, info: OperatorInfo) -> UnaryLogic[T, T]:

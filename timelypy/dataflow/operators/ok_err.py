@@ -64,7 +64,6 @@ T = TypeVar("T")
 _PIPELINE = Pipeline()
 
 
-
 def _not_a_result(info: OperatorInfo, what: str, value: Any) -> NoReturn:
     raise TypeError(
         f"operator {info.name!r} (worker {info.worker_index}): {what} {value!r} "
@@ -74,9 +73,7 @@ def _not_a_result(info: OperatorInfo, what: str, value: Any) -> NoReturn:
 
 
 @stream_method
-def ok_err(
-    stream: Stream[T], func: Callable[[T], Ok | Err]
-) -> tuple[Stream[Any], Stream[Any]]:
+def ok_err(stream: Stream[T], func: Callable[[T], Ok | Err]) -> tuple[Stream[Any], Stream[Any]]:
     """Split by ``func(record)``: ``Ok`` payloads to the first stream, ``Err`` to the second.
 
     >>> import timelypy

@@ -207,9 +207,7 @@ class _Writer(StatefulSinkPartition[dict[str, Any], int]):
         if list(map(type, values)).count(dict) != len(values):
             bad = next((value for value in values if not isinstance(value, dict)), None)
             if bad is not None:
-                raise TypeError(
-                    f"{self._what} writes rows as dicts of column values, got {bad!r}"
-                )
+                raise TypeError(f"{self._what} writes rows as dicts of column values, got {bad!r}")
         self._pending.extend(values)
 
     def _flush(self) -> None:
