@@ -12,6 +12,7 @@ import random
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -334,7 +335,11 @@ _streams = st.lists(
 @settings(max_examples=25, deadline=None)
 @given(stream=_streams, batch=_batches, wait=st.integers(min_value=0, max_value=15))
 def test_windows_do_not_depend_on_the_number_of_workers(stream, batch, wait):
-    """Property: one worker and three give the same windows, late values and metadata."""
+    """Property: one worker and three give the same windows, late values and metadata.
+
+    At the same epochs, too: those closed by the end of the input included
+    (they carry the input's last epoch, whichever worker closes them).
+    """
     from timelypy.flow.testing import cluster_main
 
     items = [(key, (ALIGN + timedelta(seconds=t), i)) for i, (key, t) in enumerate(stream)]
@@ -349,9 +354,59 @@ def test_windows_do_not_depend_on_the_number_of_workers(stream, batch, wait):
             ("session", w.SessionWindower(timedelta(seconds=6))),
         ):
             out = w.collect_window(name, s, clock, windower)
-            for kind in got:
-                op.output(f"{name}_{kind}", getattr(out, kind), TestingSink(got[kind]))
+            for kind, seen in got.items():
+
+                def record(step_id: str, item: Any, epoch: int, worker: int, seen=seen) -> None:
+                    seen.append((step_id, epoch, item))
+
+                op.inspect_debug(f"{name}_{kind}", getattr(out, kind), record)
         cluster_main(flow, [], 0, worker_count_per_proc=workers, epoch_interval=ZERO)
         return {kind: Counter(map(repr, values)) for kind, values in got.items()}
 
     assert outputs(1) == outputs(3)
+
+
+def _epoch_recorder(path: str) -> Any:
+    def record(step_id: str, item: Any, epoch: int, worker: int) -> None:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{epoch}|{item!r}\n")
+
+    return record
+
+
+def test_windows_the_end_closes_carry_the_inputs_last_epoch_on_every_backend(tmp_path):
+    """Two inputs ending at different epochs: what the end of input closes carries the later.
+
+    The same (epoch, window) pairs on one worker, three threads and two
+    processes of two workers.
+    """
+    from .graph_helpers import run_on
+
+    rng = random.Random(37)
+
+    def values(keys: str, n: int) -> list[Any]:
+        at = [rng.randint(0, 300) for _ in range(n)]
+        return [(rng.choice(keys), (ALIGN + timedelta(seconds=t), i)) for i, t in enumerate(at)]
+
+    long, short = values("abcde", 30), values("cdefg", 10)
+    seen: dict[str, Counter[str]] = {}
+    for backend in BACKENDS:
+        path = str(tmp_path / f"{backend}.txt")
+        flow = Dataflow("ends")
+        merged = op.merge(
+            "both",
+            op.input("long", flow, TestingSource(long, 2)),
+            op.input("short", flow, TestingSource(short, 5)),
+        )
+        clock = w.EventClock(_at, timedelta(seconds=30), now_getter=_fixed_now)
+        windower = w.TumblingWindower(timedelta(seconds=20), ALIGN)
+        out = w.collect_window("win", merged, clock, windower)
+        op.inspect_debug("down", out.down, _epoch_recorder(path))
+        run_on(backend, flow)
+        seen[backend] = Counter(Path(path).read_text().splitlines())
+    one = seen["one"]
+    # the long input sends 15 batches, an epoch each from epoch 0: its last epoch is 15
+    assert max(int(line.split("|")[0]) for line in one) == 15
+    assert any(line.startswith("15|") for line in one)  # the wait kept windows open to the end
+    assert seen["threads"] == one
+    assert seen["processes"] == one

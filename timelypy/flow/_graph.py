@@ -198,7 +198,9 @@ class GraphBuilder:
             def snapshots(epoch: int, states: list[tuple[str, Any]]) -> None:
                 snapshot(step_id, epoch, states)
 
-        result = keyed_operator(stream, step_id, logic, check, snapshots)
+        result = keyed_operator(
+            stream, step_id, logic, check, snapshots, ends=self.runner.input_ends()
+        )
         if len(step.outs) == 3:  # a window step: results, late values, metadata
             from timelypy.flow._windows import split_events
 

@@ -35,6 +35,7 @@ from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutpu
 from timelypy.dataflow.notificator import EagerNotificator
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import StepError
+from timelypy.flow._ends import InputEnd, with_input_end
 from timelypy.flow.steps import route_by_key, step_error
 
 __all__ = [
@@ -451,16 +452,20 @@ def keyed_operator(
     check: Callable[[int, list[Any]], Any],
     snapshots: Snapshots | None,
     pact: Pact | None = None,
+    ends: Stream[int] | None = None,
 ) -> Stream[Any]:
     """One runtime operator running ``logic`` on the ``(key, value)`` items of ``stream``.
 
     Items are routed to their key's worker (``pact``, by default the
     stable hash of the key), checked with ``check(epoch, items)``, queued
     per epoch and applied in epoch order.  With ``snapshots`` every key
-    that changed in an epoch is snapshotted when the epoch closes.
+    that changed in an epoch is snapshotted when the epoch closes.  What
+    the end of the input closes comes out at the input's last epoch, told
+    by ``ends`` (see :mod:`timelypy.flow._ends`), the same on any number of
+    workers.
     """
 
-    def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
+    def constructor(cap: Capability, info: OperatorInfo, end: InputEnd) -> Callable[..., None]:
         eager = EagerNotificator()
         # the capability that timers and the end of input emit at: at the input frontier
         held: list[Capability] = [cap.retain()]
@@ -543,6 +548,11 @@ def keyed_operator(
                     emit_held(results, keys)
                     wake = logic.wake()
                 if not elements:
+                    if not end.reached():
+                        return  # other readers have not said where they ended yet
+                    final = end.epoch(held[0].time)
+                    if final > held[0].time:
+                        held[0].downgrade(final)
                     try:
                         results, keys = logic.eof()
                     except Exception as exc:
@@ -561,6 +571,6 @@ def keyed_operator(
 
         return logic_fn
 
-    return stream.unary_frontier(
-        pact if pact is not None else Exchange(route_by_key), step_id, constructor
+    return with_input_end(
+        stream, pact if pact is not None else Exchange(route_by_key), step_id, ends, constructor
     )

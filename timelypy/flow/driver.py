@@ -50,6 +50,7 @@ from timelypy.dataflow.probe import ProbeHandle
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import FlowError
+from timelypy.flow._ends import EndsSource
 from timelypy.flow._graph import GraphBuilder
 from timelypy.flow._io import EpochTicker, SourceReader
 from timelypy.flow.dataflow import CHAIN_INPUT, KEYED, WINDOWED, Dataflow, Step
@@ -626,6 +627,8 @@ class FlowWorker:
         """Add the flow's operators to ``scope``."""
         graph = GraphBuilder(self, scope)
         self._outputs: list[OperatorOutput[Any]] = []
+        self._scope = scope
+        self._ends: EndsSource | None = None
         for step_id, _, stream_id, readers in self.inputs:
             graph.set_stream(stream_id, self._source(scope, step_id, readers))
         for step in self.flow.steps:
@@ -664,7 +667,7 @@ class FlowWorker:
             graph.extend(up, step, keyed_check(step), f"{step.step_id}.checked")
             stream = graph.materialize(f"{step.step_id}.checked", step)
             state = self._recovered_state(step)
-            stream = window_step(stream, step.step_id, step.options, state)
+            stream = window_step(stream, step.step_id, step.options, state, self.input_ends())
         elif op == "capture":
             stream = graph.materialize(up, step)
             graph.outputs.append(self._capture(stream, step))
@@ -773,6 +776,20 @@ class FlowWorker:
 
     # -- running ------------------------------------------------------------
 
+    def input_ends(self) -> Stream[int]:
+        """Every reader's last epoch, on every worker (see :mod:`timelypy.flow._ends`)."""
+        if self._ends is None:
+            self._ends = EndsSource(self._scope, self.resume_epoch)
+        return self._ends.stream
+
+    def _ended(self, reader: Any) -> None:
+        ends = self._ends
+        if ends is not None:
+            last = max(
+                e for e in (reader.epoch, reader.reached, self.resume_epoch) if e is not None
+            )
+            ends.ended(last)
+
     def feed(self) -> None:
         """Read every reader to its end, stepping the worker in between."""
         worker, probe = self.worker, self.probe
@@ -801,6 +818,7 @@ class FlowWorker:
             if finished:
                 for reader in finished:
                     reader.finish()
+                    self._ended(reader)
                 started = [s for s, r in zip(started, readers, strict=True) if not r.done]
                 readers = [reader for reader in readers if not reader.done]
                 for output in self._outputs:
@@ -834,6 +852,8 @@ class FlowWorker:
             if recovery is not None:
                 recovery.checkpoint(probe)
         self.readers = readers
+        if self._ends is not None:
+            self._ends.close()
         # Run to the end here, not in execute's drain: to record the last frontier, and
         # to close the sinks once everything is written.
         while not probe.done():

@@ -24,6 +24,7 @@ from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutpu
 from timelypy.dataflow.notificator import EagerNotificator
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import FlowError
+from timelypy.flow._ends import InputEnd, with_input_end
 from timelypy.flow.state import NO_ACC, StepState
 from timelypy.flow.steps import route_by_key
 from timelypy.flow.window import (
@@ -122,7 +123,11 @@ def _no_time(value: Any) -> Any:
 
 
 def window_step(
-    stream: Stream[Any], step_id: str, spec: WindowSpec, state: StepState
+    stream: Stream[Any],
+    step_id: str,
+    spec: WindowSpec,
+    state: StepState,
+    ends: Stream[int] | None = None,
 ) -> Stream[Any]:
     """A windowing step: per-key clocks and windows; see the module documentation."""
     clock, windows = spec.clock, _Windows(spec.windower)
@@ -244,7 +249,7 @@ def window_step(
             else:
                 out.append((key, result))
 
-    def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
+    def constructor(cap: Capability, info: OperatorInfo, end: InputEnd) -> Callable[..., None]:
         eager = EagerNotificator()
         held: list[Capability] = [cap.retain()]
         deadlines: list[tuple[float, str]] = []  # (system time, key), a heap
@@ -492,9 +497,13 @@ def window_step(
             frontier = list(inp.frontier)
             hold = held[0]
             if not frontier:
-                # The input ended: every window closes, at the last epoch seen.
-                if hold.time < latest[0]:
-                    hold.downgrade(latest[0])
+                if not end.reached():
+                    return  # other readers have not said where they ended yet
+                # The input ended: every window closes, at the input's last epoch (the
+                # same on any number of workers), or the last this worker saw.
+                final = end.epoch(max(hold.time, latest[0]))
+                if hold.time < final:
+                    hold.downgrade(final)
                 results: list[Any] = []
                 for key, key_state in states.items():
                     if key_state[_OPEN]:
@@ -531,4 +540,4 @@ def window_step(
 
         return logic
 
-    return stream.unary_frontier(Exchange(route_by_key), step_id, constructor)
+    return with_input_end(stream, Exchange(route_by_key), step_id, ends, constructor)
