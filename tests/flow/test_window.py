@@ -344,6 +344,32 @@ def test_two_processes_of_two_workers_match_the_model(windower, tmp_path):
     assert_matches_model(output, late.read(), expected, FIXED_PAIRS)
 
 
+@pytest.mark.parametrize("workers", [(1, 1), (2, 2)], ids=["one", "two_processes"])
+def test_the_late_stream_carries_the_late_values_at_their_epochs(workers, tmp_path):
+    """A chain window step's returned late stream, read by a graph step, holds the late values."""
+    import timelypy.flow.operators as graph_ops
+
+    late_files = LateToFiles(tmp_path)
+    clock = EventClockConfig(event_time, timedelta(seconds=2), now_getter=frozen_now)
+    flow = Dataflow()
+    late = flow.collect_window(
+        "win", clock, TumblingWindowConfig(timedelta(seconds=10)), window_meta=True
+    )
+    flow.capture()
+    graph_ops.inspect_debug("late", late, lambda step, item, epoch, worker: late_files(epoch, item))
+    procs, per_proc = workers
+    output = (
+        run_cluster(flow, FIXED_PAIRS, procs, per_proc)
+        if procs > 1
+        else list(run(flow, FIXED_PAIRS))
+    )
+    expected = model(
+        FIXED_PAIRS, event_time, 2 * SECOND, Sliding(10 * SECOND, 10 * SECOND), COLLECT
+    )
+    assert expected.late
+    assert_matches_model(output, late_files.read(), expected, FIXED_PAIRS)
+
+
 # -- 3. epochs do not change results when nothing is late -------------------------------
 
 

@@ -29,7 +29,7 @@ from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
 from timelypy.progress.operate import FrontierInterest
 
-__all__ = ["EndsSource", "InputEnd", "with_input_end"]
+__all__ = ["EndsSource", "InputEnd", "with_input_end", "with_input_end_outputs"]
 
 
 class EndsSource:
@@ -115,11 +115,33 @@ def with_input_end(
     reaches no output; without it (``None``) the end comes with the input's
     frontier alone.  The logic is called as ``logic(input, output)``.
     """
+    return with_input_end_outputs(stream, pact, name, ends, constructor, 1)[0]
+
+
+def with_input_end_outputs(
+    stream: Stream[Any],
+    pact: Pact,
+    name: str,
+    ends: Stream[int] | None,
+    constructor: Callable[[Capability, OperatorInfo, InputEnd], Callable[..., Any]],
+    outputs: int,
+) -> list[Stream[Any]]:
+    """:func:`with_input_end` with ``outputs`` outputs: ``logic(input, output, ...)``.
+
+    ``constructor`` gets the first output's capability (every output's
+    capability starts at the same time; ``Capability.delayed`` of it is not
+    valid on the others, so send on them with the capabilities of the input).
+    """
     builder = OperatorBuilder(name, stream.scope)
     info = builder.info
     inp: OperatorInput[Any] = builder.new_input(stream, pact, interest=FrontierInterest.ALWAYS)
-    out: OperatorOutput[Any]
-    out, result = builder.new_output()
+    outs: list[OperatorOutput[Any]] = []
+    results: list[Stream[Any]] = []
+    for _ in range(outputs):
+        out: OperatorOutput[Any]
+        out, result = builder.new_output()
+        outs.append(out)
+        results.append(result)
     end_handle: OperatorInput[int] | None = None
     if ends is not None:
         end_handle = builder.new_input(
@@ -131,9 +153,9 @@ def with_input_end(
         logic = constructor(caps[0], info, end)
 
         def run(frontiers: list[Frontier]) -> None:
-            logic(inp, out)
+            logic(inp, *outs)
 
         return run
 
     builder.build(build)
-    return result
+    return results

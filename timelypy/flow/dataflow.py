@@ -192,8 +192,13 @@ class Dataflow:
         names: Iterable[str] = (),
         config: InputConfig | OutputConfig | None = None,
         options: Any = None,
-    ) -> None:
-        """Add a chain step reading the chain's last stream."""
+        extra_outs: tuple[str, ...] = (),
+    ) -> list[Stream[Any]]:
+        """Add a chain step reading the chain's last stream.
+
+        ``extra_outs`` names the step's other output streams (a window
+        step's late values), returned for graph steps to read.
+        """
         if step_id is None:
             step_id = operator
             n = 1
@@ -206,11 +211,13 @@ class Dataflow:
             _check_callable(func, what, operator, step_id)
         ups = () if operator == "input" else (self._tail,)
         out = f"{step_id}.down"
+        extra = tuple(f"{step_id}.{name}" for name in extra_outs)
         self._register(
-            Step(operator, step_id, logic, config, options, ups, (out,)), len(self._steps)
+            Step(operator, step_id, logic, config, options, ups, (out, *extra)), len(self._steps)
         )
         self._tail = out
         self._chain_steps += 1
+        return [Stream(stream_id, self) for stream_id in extra]
 
     def add_step(
         self,
@@ -426,7 +433,7 @@ class Dataflow:
         late: Callable[[int, Any], Any] | None,
         window_meta: bool,
         fold: tuple[Callable[[], Any], Callable[[Any, Any], Any]] | None = None,
-    ) -> None:
+    ) -> Stream[tuple[str, Any]]:
         _check_name(step_id, operator)
         for what, func in logic.items():
             if func is not None:
@@ -445,7 +452,7 @@ class Dataflow:
             bool(window_meta),
             fold,
         )
-        self._add(operator, step_id, options=spec)
+        return self._add(operator, step_id, options=spec, extra_outs=("late",))[0]
 
     def fold_window(
         self,
@@ -458,14 +465,35 @@ class Dataflow:
         *,
         late: Callable[[int, Any], Any] | None = None,
         window_meta: bool = False,
-    ) -> None:
+    ) -> Stream[tuple[str, Any]]:
         """Per key and window, fold values into ``builder()`` with ``folder(acc, value)``.
 
         Emits ``(key, acc)`` when the window closes (``window_meta=True``:
         ``(key, (WindowMetadata, acc))``). Session windows that a value
-        joins into one need ``merger(acc, acc)``. ``late(epoch, (key,
-        value))`` receives the values that came after their key's
-        watermark. See :mod:`timelypy.flow.window`.
+        joins into one need ``merger(acc, acc)``. The values that came
+        after their key's watermark are late: ``late(epoch, (key, value))``
+        receives them, and so does the returned stream of ``(key, value)``
+        items, which graph steps can read (``op.output`` to a sink,
+        ``op.inspect``; unread, it is not made).  See
+        :mod:`timelypy.flow.window`.
+
+        >>> from datetime import datetime, timedelta, timezone
+        >>> import timelypy.flow.operators as op
+        >>> from timelypy.flow import run
+        >>> from timelypy.flow.testing import TestingSink
+        >>> from timelypy.flow.window import EventClockConfig, TumblingWindowConfig
+        >>> t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+        >>> clock = EventClockConfig(lambda v: t0 + timedelta(seconds=v), timedelta(0))
+        >>> flow = Dataflow()
+        >>> late = flow.fold_window("sum", clock, TumblingWindowConfig(timedelta(seconds=10)),
+        ...                         int, lambda acc, v: acc + v)
+        >>> flow.capture()
+        >>> too_late = []
+        >>> _ = op.output("late", late, TestingSink(too_late))
+        >>> sorted(run(flow, [(0, ("a", 1)), (0, ("a", 12)), (1, ("a", 3)), (1, ("a", 15))]))
+        [(0, ('a', 1)), (1, ('a', 27))]
+        >>> too_late
+        [('a', 3)]
         """
         _check_callable(builder, "builder", "fold_window", str(step_id))
         _check_callable(folder, "folder", "fold_window", str(step_id))
@@ -479,7 +507,7 @@ class Dataflow:
         def add(acc: Any, value: Any) -> Any:
             return folder(builder() if acc is NO_ACC else acc, value)
 
-        self._window(
+        return self._window(
             "fold_window",
             step_id,
             clock_config,
@@ -502,7 +530,7 @@ class Dataflow:
         *,
         late: Callable[[int, Any], Any] | None = None,
         window_meta: bool = False,
-    ) -> None:
+    ) -> Stream[tuple[str, Any]]:
         """Per key and window, combine values with ``reducer(acc, value)``; emit ``(key, acc)``.
 
         See :meth:`fold_window` for ``late`` and ``window_meta``.
@@ -512,7 +540,7 @@ class Dataflow:
         def add(acc: Any, value: Any) -> Any:
             return value if acc is NO_ACC else reducer(acc, value)
 
-        self._window(
+        return self._window(
             "reduce_window",
             step_id,
             clock_config,
@@ -533,7 +561,7 @@ class Dataflow:
         *,
         late: Callable[[int, Any], Any] | None = None,
         window_meta: bool = False,
-    ) -> None:
+    ) -> Stream[tuple[str, Any]]:
         """Per key and window, collect the values in a list (arrival order); emit ``(key, list)``.
 
         See :meth:`fold_window` for ``late`` and ``window_meta``.
@@ -545,7 +573,7 @@ class Dataflow:
             acc.append(value)
             return acc
 
-        self._window(
+        return self._window(
             "collect_window",
             step_id,
             clock_config,
@@ -566,7 +594,7 @@ class Dataflow:
         *,
         late: Callable[[int, Any], Any] | None = None,
         window_meta: bool = False,
-    ) -> None:
+    ) -> Stream[tuple[str, Any]]:
         """Per key and window, count the values; emit ``(key, count)``.
 
         See :meth:`fold_window` for ``late`` and ``window_meta``.
@@ -575,7 +603,7 @@ class Dataflow:
         def add(acc: Any, value: Any) -> Any:
             return 1 if acc is NO_ACC else acc + 1
 
-        self._window(
+        return self._window(
             "count_window",
             step_id,
             clock_config,

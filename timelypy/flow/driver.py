@@ -667,7 +667,18 @@ class FlowWorker:
             graph.extend(up, step, keyed_check(step), f"{step.step_id}.checked")
             stream = graph.materialize(f"{step.step_id}.checked", step)
             state = self._recovered_state(step)
-            stream = window_step(stream, step.step_id, step.options, state, self.input_ends())
+            late_id = step.outs[1] if len(step.outs) > 1 else None
+            stream, late = window_step(
+                stream,
+                step.step_id,
+                step.options,
+                state,
+                self.input_ends(),
+                late_stream=late_id is not None and self.flow.consumers(late_id) > 0,
+            )
+            if late is not None:
+                assert late_id is not None
+                graph.set_stream(late_id, late)
         elif op == "capture":
             stream = graph.materialize(up, step)
             graph.outputs.append(self._capture(stream, step))

@@ -24,7 +24,7 @@ from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutpu
 from timelypy.dataflow.notificator import EagerNotificator
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import FlowError
-from timelypy.flow._ends import InputEnd, with_input_end
+from timelypy.flow._ends import InputEnd, with_input_end_outputs
 from timelypy.flow.state import NO_ACC, StepState
 from timelypy.flow.steps import route_by_key
 from timelypy.flow.window import (
@@ -128,8 +128,13 @@ def window_step(
     spec: WindowSpec,
     state: StepState,
     ends: Stream[int] | None = None,
-) -> Stream[Any]:
-    """A windowing step: per-key clocks and windows; see the module documentation."""
+    late_stream: bool = False,
+) -> tuple[Stream[Any], Stream[Any] | None]:
+    """A windowing step: per-key clocks and windows; see the module documentation.
+
+    Returns the step's output and, with ``late_stream``, the stream of its
+    late ``(key, value)`` items (at the epochs they came in).
+    """
     clock, windows = spec.clock, _Windows(spec.windower)
     states = state.states
     add, merge, finish = spec.add, spec.merge, spec.finish
@@ -284,6 +289,8 @@ def window_step(
 
         def note_late(epoch: int, items: list[tuple[str, Any]]) -> None:
             state.late += len(items)
+            if late_output is not None:
+                late_output.give_batch(late_caps[epoch], items)
             if late_out is not None:
                 item: Any = None
                 try:
@@ -301,7 +308,9 @@ def window_step(
                     where,
                     worker,
                     state.late,
-                    "" if late_out is not None else "; give the step late= to keep them",
+                    ""
+                    if late_out is not None or late_output is not None
+                    else "; give the step late= or read its late stream to keep them",
                 )
                 last_logged[0] = wall
 
@@ -475,6 +484,15 @@ def window_step(
             arm(now)
 
         output: OperatorOutput[Any]
+        late_output: OperatorOutput[Any] | None = None
+        # epoch -> the capability late items of that epoch go out with (with late_stream)
+        late_caps: dict[int, Capability] = {}
+
+        def closed(cap: Capability) -> None:
+            state.close_epoch(cap.time)
+            late_cap = late_caps.pop(cap.time, None)
+            if late_cap is not None:
+                late_cap.drop()
 
         # Keys reloaded by recovery: their windows close on time too (a system clock
         # that resumes past a window's end closes it at once, seed 003).
@@ -486,12 +504,19 @@ def window_step(
         if deadlines:
             info.activate()
 
-        def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
-            nonlocal output
+        def logic(inp: OperatorInput[Any], out: OperatorOutput[Any], *late: Any) -> None:
+            nonlocal output, late_output
             output = out
-            for cap, items in inp:
-                eager.notify_at(cap.retain(), items)
-            eager.for_each([inp.frontier], run_items, lambda cap: state.close_epoch(cap.time))
+            if late:
+                late_output = late[0]
+                for cap, items in inp:
+                    if cap.time not in late_caps:
+                        late_caps[cap.time] = cap.retain(1)
+                    eager.notify_at(cap.retain(), items)
+            else:
+                for cap, items in inp:
+                    eager.notify_at(cap.retain(), items)
+            eager.for_each([inp.frontier], run_items, closed)
             if not held:
                 return
             frontier = list(inp.frontier)
@@ -540,4 +565,7 @@ def window_step(
 
         return logic
 
-    return with_input_end(stream, Exchange(route_by_key), step_id, ends, constructor)
+    streams = with_input_end_outputs(
+        stream, Exchange(route_by_key), step_id, ends, constructor, 2 if late_stream else 1
+    )
+    return streams[0], streams[1] if late_stream else None
