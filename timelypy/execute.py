@@ -25,7 +25,10 @@ If any worker raises, every other worker stops at its next step and
 traceback -- with notes naming the worker and operator; a worker that only
 stopped because a peer process failed raises that peer's
 :class:`~timelypy.errors.ClusterError` instead.  Ctrl-C (anything raised in
-the calling thread) stops all workers too.
+the calling thread) stops all workers too.  A process whose every local
+worker completed its dataflows is never failed by what a peer does after
+that (a peer lost or failing once the work is done is logged, not raised):
+its results are whole.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from timelypy.communication.allocator import Allocator
 from timelypy.communication.config import Config
 from timelypy.communication.transport import ProcessTransport, Transport
 from timelypy.errors import ClusterError, ConfigError, WorkerAborted
-from timelypy.progress.explain import Holder, summarize
+from timelypy.progress.explain import summarize
 from timelypy.worker import Worker
 
 __all__ = ["execute", "initialize_from", "execute_from_args", "example", "run_worker"]
@@ -67,15 +70,20 @@ def run_worker(worker: Worker, func: Callable[[Worker], R]) -> R:
     """Run ``func(worker)``, close its open inputs, and step until its dataflows complete.
 
     A worker idle for :data:`STALL_WARNING_SECONDS` with dataflows still
-    incomplete logs what holds them (and again every as many seconds).
+    incomplete logs what holds them (and again every as many seconds);
+    records unread at an operator's input are reported by the worker's own
+    steps every as many seconds, in ``func``'s stepping loop as well
+    (:attr:`Worker.stall_seconds <timelypy.worker.Worker.stall_seconds>`).
     """
+    if STALL_WARNING_SECONDS > 0:
+        worker.stall_seconds = STALL_WARNING_SECONDS  # in the program's own loop too
     result = func(worker)
     worker.close_inputs()
+    if not worker.has_dataflows():
+        return result  # complete: nothing a peer does from now on concerns this worker
     warned_at = 0.0
-    # Every STALL_WARNING_SECONDS, what holds the dataflows; the same twice in a row
-    # while operators keep running is a stall too (an operator that never reads its input).
-    next_sample = time.monotonic() + STALL_WARNING_SECONDS
-    sampled: list[Holder] | None = None
+    # (Records never read at an operator's input are reported by the worker's own step,
+    # in this loop as in the program's: see timelypy.worker, "Stalls".)
     while worker.step_or_park(PARK_SECONDS):
         idle = worker.idle_seconds()
         if idle >= STALL_WARNING_SECONDS and idle - warned_at >= STALL_WARNING_SECONDS:
@@ -90,21 +98,6 @@ def run_worker(worker: Worker, func: Callable[[Worker], R]) -> R:
             )
         elif idle < warned_at:
             warned_at = 0.0
-        now = time.monotonic()
-        if now >= next_sample:
-            next_sample = now + STALL_WARNING_SECONDS
-            holding = worker.why_not_complete()
-            if holding and holding == sampled and idle < STALL_WARNING_SECONDS:
-                log.warning(
-                    "worker %d: its dataflows made no progress in %.0f s although operators "
-                    "keep running: %s. Messages in flight to an input that are never read "
-                    "(an operator that does not drain its input) hold the frontier as a "
-                    "retained capability does.",
-                    worker.index,
-                    STALL_WARNING_SECONDS,
-                    summarize(holding),
-                )
-            sampled = holding
     return result
 
 
@@ -182,6 +175,11 @@ def initialize_from(
         else:
             results = _run_threads(transport, config, func)
         transport.finish()
+        late = transport.failure
+        if late is not None:
+            # Every local worker completed its dataflows, then a peer was lost or
+            # failed: this process's results are whole, so it does not fail for it.
+            log.warning("the dataflows of this process completed; after that: %s", late)
         return results
     except BaseException as exc:
         failure = transport.failure
@@ -281,6 +279,10 @@ def _run_threads(transport: Transport, config: Config, func: Callable[[Worker], 
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         raise
+    if all(error is None for error in errors) and not any(t.is_alive() for t in threads):
+        # Every worker returned: its dataflows completed.  A peer's loss or failure
+        # recorded since is the caller's to log (initialize_from), not to raise.
+        return results
     failure = _first_failure(transport.failure, errors)
     if failure is not None:
         stuck = [t for t in threads if t.is_alive()]

@@ -19,6 +19,18 @@ transport may provide (threads, processes, Spark tasks; see
 waits up to ``timeout`` seconds for a message.  A worker whose peer failed
 raises :class:`~timelypy.errors.WorkerAborted` from its next step, so a
 program's ``while probe.less_than(t): worker.step()`` loop ends too.
+
+**Stalls.**  Whoever steps the worker (the program's own loop, or
+:func:`~timelypy.execute.run_worker` after the program returned), every
+:data:`STALL_SAMPLE_SECONDS` the step looks at what holds the dataflows
+(one clock read per step, the look itself once per period): records that
+were sent to an operator's input and are still unread two looks in a row
+(an operator that never reads its input: its messages hold the frontier
+for ever) are logged as a WARNING naming the operator, its input and the
+time.  A capability that stays is not reported here: the program's own
+input handles hold one while it feeds them;
+:func:`~timelypy.execute.run_worker` reports those once the program
+returned.
 """
 
 from __future__ import annotations
@@ -49,6 +61,8 @@ log = logging.getLogger("timelypy")
 
 #: How many completed dataflows' final metrics a worker keeps (``metrics(completed=True)``).
 COMPLETED_KEPT = 16
+#: Seconds between a worker's looks at what holds its dataflows (see "Stalls" above).
+STALL_SAMPLE_SECONDS = 30.0
 
 
 class Worker:
@@ -77,6 +91,9 @@ class Worker:
         # delayed activations: (deadline, sequence, activate), a heap
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._timer_sequence = 0
+        self._stall_seconds = STALL_SAMPLE_SECONDS
+        self._next_stall_look = self._last_activity + STALL_SAMPLE_SECONDS
+        self._unread: list[Holder] = []
 
     @property
     def index(self) -> int:
@@ -257,8 +274,11 @@ class Worker:
         if not active and timeout == 0 and self._idle is not None:
             # Nothing to do and no waiting: the allocator knows who could use the CPU.
             self._idle()
+        now = time.monotonic()
+        if now >= self._next_stall_look:
+            self._look_for_stalls(now)
         if active:
-            self._last_activity = time.monotonic()
+            self._last_activity = now
             self._active = set()
             dataflows = self._dataflows
             for identifier in active if len(active) == 1 else sorted(active):
@@ -272,6 +292,42 @@ class Worker:
         if self._registry.subscribed:
             self._registry.flush()
         return bool(self._dataflows)
+
+    @property
+    def stall_seconds(self) -> float:
+        """Seconds between looks at what holds the dataflows (:data:`STALL_SAMPLE_SECONDS`).
+
+        Records unread at an operator's input in two looks in a row are
+        logged; setting it starts a new period now.
+        """
+        return self._stall_seconds
+
+    @stall_seconds.setter
+    def stall_seconds(self, seconds: float) -> None:
+        if not seconds > 0:
+            raise ValueError(f"stall_seconds must be > 0, got {seconds!r}")
+        self._stall_seconds = seconds
+        self._next_stall_look = time.monotonic() + seconds
+
+    def _look_for_stalls(self, now: float) -> None:
+        """Warn about records unread at an operator's input since the last look."""
+        self._next_stall_look = now + self._stall_seconds
+        if not self._dataflows:
+            self._unread = []
+            return
+        unread = [h for h in self.why_not_complete() if h.kind == "messages" and h.here]
+        before = {(h.dataflow, h.address, h.port, h.time) for h in self._unread}
+        stuck = [h for h in unread if (h.dataflow, h.address, h.port, h.time) in before]
+        if stuck:
+            log.warning(
+                "worker %d: its dataflows made no progress in %.0f s: %s. An operator that "
+                "does not read its input holds the frontier there for ever (read every "
+                "input, or drop what it does not need).",
+                self._index,
+                self._stall_seconds,
+                summarize(stuck),
+            )
+        self._unread = unread
 
     def _deliver(self, events: list[int]) -> None:
         if events:

@@ -24,9 +24,15 @@ milliseconds).
 **Start-up.**  Processes may start in any order: each says ``HELLO`` on
 every connection to every peer (ZeroMQ retries connections) and waits, up
 to ``connect_timeout`` seconds, for a ``HELLO`` on every connection from
-every peer (:meth:`ClusterNetwork.handshake`); then it names the addresses
-it never heard from.  Once it has heard from everyone, every CURVE
-handshake has succeeded.
+every peer *and* for its own control connection to every peer to have
+finished its CURVE handshake (:meth:`ClusterNetwork.handshake`); then it
+names the addresses it never heard from.  Once it has heard from everyone,
+every CURVE handshake has succeeded, and every peer is watched by a
+heartbeat: hearing a peer's HELLOs does not mean this process's own
+connection to it is up (it may still be waiting to retry), and a peer lost
+in that moment would otherwise go unnoticed for ever.  A ``HELLO`` also
+carries the sender's ``-n`` and ``-w``: a peer started with others is
+refused at once, by name.
 
 **Failure and shut-down.**  A process whose worker raises sends ``ABORT``
 with the error's text to every peer (:meth:`ClusterNetwork.announce_failure`);
@@ -34,7 +40,13 @@ a process that completes says ``GOODBYE`` (:meth:`ClusterNetwork.goodbye`).
 Either way it then closes its sockets, waiting a bounded time for queued
 messages (:meth:`ClusterNetwork.close`).  The
 :class:`~timelypy.communication.watchdog.Watchdog` thread turns peers that
-disappear without a goodbye into a :class:`~timelypy.errors.ClusterError`.
+disappear without a goodbye into a :class:`~timelypy.errors.ClusterError`:
+a loss seen on any of a peer's connections counts, those it made to this
+process's ``ROUTER`` included (each is known by the file descriptor its
+``HELLO`` came in on), and before judging, the watchdog reads what waits
+in the ``ROUTER`` itself (:meth:`ClusterNetwork.drain`), so a ``GOODBYE``
+that nobody read because every worker was busy (a slow last commit) is
+seen before the disconnection is held against its sender.
 Every failure, wherever it is noticed, is recorded in the process's
 :class:`~timelypy.communication.allocator.ProcessShared`, which wakes every
 local worker.
@@ -60,6 +72,7 @@ from timelypy.communication.secret import RUN_ENV, admit_only, curve_keys, run_t
 from timelypy.communication.watchdog import Watchdog
 from timelypy.communication.wire import (
     ABORT,
+    AUTH_FAILURE_LINGER,
     CONNECT_TIMEOUT,
     CONNECT_TIMEOUT_ENV,
     CONTROL,
@@ -71,10 +84,12 @@ from timelypy.communication.wire import (
     HEARTBEAT_TIMEOUT,
     HELLO,
     HELLO_MESSAGE,
+    HELLO_SHAPE,
     KIND_BATCH,
     KIND_PROGRESS,
     LINGER_SECONDS,
     NOBLOCK,
+    RECONNECT_INTERVAL,
     WIRE_VERSION,
     resolve,
     unpack_progress,
@@ -142,6 +157,11 @@ class ClusterNetwork:
         self._greeted: set[bytes] = set()
         self._worker_dealers: dict[int, dict[int, zmq.Socket[bytes]]] = {}
         self._joined: set[int] = set()
+        # Peers whose control connection (this process's DEALER) finished its handshake.
+        self._control_ready: set[int] = set()
+        # The peer behind each connection to the ROUTER that said HELLO, by its descriptor.
+        self._connections: dict[int, int] = {}
+        self._refused_keys = False
         # Never replaced, only added to: allocators keep a reference to it.
         self._departed: set[int] = set()
         self._farewell_at: float | None = None
@@ -198,6 +218,7 @@ class ClusterNetwork:
                 sock.setsockopt(zmq.HEARTBEAT_TTL, int(HEARTBEAT_TIMEOUT * 1000))
                 monitor = sock.get_monitor_socket(
                     zmq.EVENT_DISCONNECTED
+                    | zmq.EVENT_HANDSHAKE_SUCCEEDED
                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH
                     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
@@ -244,10 +265,37 @@ class ClusterNetwork:
         """The monitor of each control connection, mapped to the peer it connects to."""
         return self._monitors
 
-    def lose_peer(self, peer: int, error: ClusterError) -> None:
-        """Count ``peer`` as gone (send it nothing more); stop every local worker with ``error``."""
+    def lose_peer(self, peer: int, error: ClusterError, *, refused_keys: bool = False) -> None:
+        """Count ``peer`` as gone (send it nothing more); stop every local worker with ``error``.
+
+        ``refused_keys``: the peer answered with other keys (another secret);
+        this process then keeps listening for
+        :data:`~timelypy.communication.wire.AUTH_FAILURE_LINGER` seconds when
+        it closes, so that the peer's attempts fail their handshake too.
+        """
         self._departed.add(peer)
+        if refused_keys:
+            self._refused_keys = True
         self.shared.abort(error, None)
+
+    def control_ready(self, peer: int) -> None:
+        """This process's control connection to ``peer`` finished its handshake (heartbeats run)."""
+        self._control_ready.add(peer)
+
+    def connection_lost(self, descriptor: int) -> int | None:
+        """A connection to the ROUTER closed: the peer that said HELLO on it, if one did."""
+        return self._connections.pop(descriptor, None)
+
+    def drain(self, timeout: float = 1.0) -> None:
+        """Read and dispatch what waits in the ROUTER, from any thread (the watchdog's).
+
+        Waits up to ``timeout`` s for a worker that is reading it; reads
+        nothing if none lets go by then.
+        """
+        if not self._lock.acquire(timeout=timeout):
+            return
+        self._lock.release()
+        self.pump(0, wait=True)
 
     # -- sockets ----------------------------------------------------------------
 
@@ -286,6 +334,7 @@ class ClusterNetwork:
         sock.curve_secretkey = self._secret
         sock.setsockopt(zmq.SNDHWM, 0)
         sock.setsockopt(zmq.LINGER, int(LINGER_SECONDS * 1000))
+        sock.setsockopt(zmq.RECONNECT_IVL, int(RECONNECT_INTERVAL * 1000))
         sock.setsockopt(zmq.ROUTING_ID, self.tag + b":%d:" % self.process + role)
         return sock
 
@@ -328,12 +377,13 @@ class ClusterNetwork:
             self._watchdog.start()
         if self.processes == 1:
             return
-        self._control_send(HELLO_MESSAGE.pack(HELLO, self.process, 0, WIRE_VERSION))
+        shape = HELLO_SHAPE.pack(self.processes, self.workers)
+        self._control_send(HELLO_MESSAGE.pack(HELLO, self.process, 0, WIRE_VERSION) + shape)
         # Every worker connection says HELLO too, so that once everyone heard
         # from everyone, every connection has finished its CURVE handshake.
         with self._send_lock:
             for thread in range(self.workers):
-                hello = HELLO_MESSAGE.pack(HELLO, self.process, thread + 1, WIRE_VERSION)
+                hello = HELLO_MESSAGE.pack(HELLO, self.process, thread + 1, WIRE_VERSION) + shape
                 for sock in self.worker_dealers(thread).values():
                     sock.send(hello, NOBLOCK)
         deadline = time.monotonic() + self.connect_timeout
@@ -343,16 +393,28 @@ class ClusterNetwork:
             if peer != self.process
             for connection in range(self.workers + 1)
         }
-        while not expected <= self._hello:
-            self._joined = {
+        peers = set(range(self.processes)) - {self.process}
+        # Done once every peer said HELLO on every connection and this process's own
+        # control connection to each finished its handshake: from then on a heartbeat
+        # watches every peer (a peer heard from but not yet connected to, lost in that
+        # moment, would otherwise be noticed by nothing).
+        while not (expected <= self._hello and peers <= self._control_ready):
+            joined = {
                 p
                 for p in range(self.processes)
                 if all((p, c) in self._hello for c in range(self.workers + 1))
             }
+            for peer in sorted(joined - self._joined):
+                log.debug(
+                    "process %d: process %d said HELLO on every connection", self.process, peer
+                )
+            self._joined = joined
             self.check()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                missing = sorted({peer for peer, _ in expected - self._hello})
+                missing = sorted(
+                    {peer for peer, _ in expected - self._hello} | (peers - self._control_ready)
+                )
                 raise ClusterError(
                     f"process {self.process} heard nothing from process(es) {missing} at "
                     f"{', '.join(self.addresses[p] for p in missing)} within "
@@ -360,7 +422,8 @@ class ClusterNetwork:
                     f"and secret, and reachable from {self.addresses[self.process]}?"
                 )
             self.pump(min(remaining, 0.1), wait=True)
-        self._joined = set(range(self.processes)) - {self.process}
+        self._joined = peers
+        log.debug("process %d: every peer joined", self.process)
 
     def goodbye(self) -> None:
         """Tell every peer this process is done (a disconnection is then expected)."""
@@ -396,6 +459,11 @@ class ClusterNetwork:
             monitor.close(0)
         self._router_monitor.close(0)
         failed = self.shared.failure is not None
+        if self._refused_keys:
+            # A peer with another secret may not have tried this process yet: while
+            # this process still listens, its attempts fail their handshake and it
+            # says why at once; once nothing listens, it could only time out.
+            time.sleep(AUTH_FAILURE_LINGER)
         for dealers in self._worker_dealers.values():
             for peer, sock in dealers.items():
                 lost = peer in self._departed or (failed and peer not in self._joined)
@@ -470,11 +538,23 @@ class ClusterNetwork:
                             self._foreign(routing, self._drain(frame.bytes))
                         else:
                             self._dispatch(routing, frame.buffer, thread)
+                            if routing in greeted:  # its HELLO: remember whose connection
+                                self._note_connection(routing, frame)
                     if first or not zmq_poll(items, 0):
                         break
             return True
         finally:
             self._lock.release()
+
+    def _note_connection(self, routing: bytes, frame: zmq.Frame) -> None:
+        """Remember which peer the connection that sent ``frame`` (a HELLO) belongs to."""
+        try:
+            sender = int(routing[len(self.tag) :].split(b":")[1])
+            descriptor = int(frame.get(zmq.SRCFD))
+        except (IndexError, ValueError, zmq.ZMQError):
+            return
+        if descriptor >= 0:
+            self._connections[descriptor] = sender
 
     def _drain(self, first: bytes) -> list[bytes]:
         """The frames of a message of more than one (none of this protocol's), from the second."""
@@ -516,12 +596,29 @@ class ClusterNetwork:
             self._deliver(routing, message, thread)
             return
         if kind == HELLO:
-            if len(message) != HELLO_MESSAGE.size:
+            if len(message) < HELLO_MESSAGE.size:
                 self._foreign(routing, message)
                 return
-            _, sender, connection, version = HELLO_MESSAGE.unpack(message)
+            _, sender, connection, version = HELLO_MESSAGE.unpack_from(message)
             if version != WIRE_VERSION:
                 self._foreign(routing, f"a HELLO of wire protocol {version}")
+                return
+            if len(message) != HELLO_MESSAGE.size + HELLO_SHAPE.size or sender >= self.processes:
+                self._foreign(routing, message)
+                return
+            processes, workers = HELLO_SHAPE.unpack_from(message, HELLO_MESSAGE.size)
+            if (processes, workers) != (self.processes, self.workers):
+                self.lose_peer(
+                    sender,
+                    ClusterError(
+                        f"process {sender} at {self.addresses[sender]} was started with "
+                        f"{processes} process(es) of {workers} worker(s) each (-n {processes} "
+                        f"-w {workers}), this process {self.process} with {self.processes} of "
+                        f"{self.workers} (-n {self.processes} -w {self.workers}): every process "
+                        "of a cluster must be started with the same -n and -w, and run the same "
+                        "program"
+                    ),
+                )
                 return
             self._hello.add((sender, connection))
             self._greeted.add(routing)

@@ -9,15 +9,23 @@ the events into decisions:
   (:data:`~timelypy.communication.wire.HEARTBEAT_INTERVAL`), which run in
   libzmq's own I/O threads: a peer that dies (even ``kill -9``) or stops
   answering is disconnected within
-  :data:`~timelypy.communication.wire.HEARTBEAT_TIMEOUT` seconds.  A
-  disconnection of a peer that did not say ``GOODBYE`` within
+  :data:`~timelypy.communication.wire.HEARTBEAT_TIMEOUT` seconds.  The
+  connections a peer made to this process's ``ROUTER`` count too, from the
+  moment it said ``HELLO`` on them (start-up included): whichever
+  connection shows the loss first, the peer is suspected.  A suspect that
+  did not say ``GOODBYE`` within
   :data:`~timelypy.communication.wire.GOODBYE_GRACE` seconds (a peer says
   goodbye on one connection and then closes another, so the disconnection
   may overtake the goodbye) aborts every local worker with a
-  :class:`~timelypy.errors.ClusterError` naming the peer.
+  :class:`~timelypy.errors.ClusterError` naming the peer.  Before judging,
+  the watchdog reads the ``ROUTER`` itself: a goodbye that waits there
+  unread, because every worker is busy (a long last commit), is not a
+  loss.
 * **A peer with another secret.**  A control connection whose CURVE
   handshake fails before the peer said ``HELLO`` aborts the computation
-  with an error that says the processes do not share the secret.
+  with an error that says the processes do not share the secret (and the
+  process keeps listening a moment longer, so that the peer finds out the
+  same way rather than by timing out).
 * **A stranger.**  A connection to the ``ROUTER`` that never authenticates
   is rejected inside libzmq; the watchdog logs it (a few warnings per
   window, then a summary, so a persistent stranger cannot flood the log)
@@ -141,7 +149,9 @@ class Watchdog(threading.Thread):
                 return
             event = int(info["event"])
             if peer is not None:
-                if event in HANDSHAKE_FAILURES and peer not in network.joined:
+                if event == _HANDSHAKE_SUCCEEDED:
+                    network.control_ready(peer)
+                elif event in HANDSHAKE_FAILURES and peer not in network.joined:
                     network.lose_peer(
                         peer,
                         ClusterError(
@@ -151,6 +161,7 @@ class Watchdog(threading.Thread):
                             "same cluster secret (TIMELYPY_SECRET or TIMELYPY_SECRET_FILE), or "
                             "something else listens on that address"
                         ),
+                        refused_keys=True,
                     )
                 elif event == _DISCONNECTED and peer not in network.departed:
                     # A peer says GOODBYE on one connection and then closes another, so
@@ -170,6 +181,9 @@ class Watchdog(threading.Thread):
                 self._handshakes += 1
                 self._reject(endpoint, HANDSHAKE_FAILURES[event])
             elif event == _DISCONNECTED:
+                lost = network.connection_lost(value)
+                if lost is not None and lost not in network.departed:
+                    self._suspects.setdefault(lost, time.monotonic())
                 accepted = self._accepted.pop(value, None)
                 if accepted is not None and accepted[1] == self._handshakes:
                     # Accepted and closed with no handshake at all: bytes that are
@@ -225,6 +239,9 @@ class Watchdog(threading.Thread):
             return
         network = self.network
         now = time.monotonic()
+        if any(now - since >= GOODBYE_GRACE for since in self._suspects.values()):
+            # A goodbye may wait in the ROUTER unread (every worker busy): read it first.
+            network.drain()
         for peer, since in list(self._suspects.items()):
             if peer in network.departed:
                 del self._suspects[peer]

@@ -9,11 +9,13 @@ message keeps the Python cost of a send or a receive to one call: a
 multipart message costs pyzmq a Python call and an option query per frame.
 The message's first byte is its kind:
 
-``HELLO``: :data:`HELLO_MESSAGE` ``<BIIH`` (kind, process, connection, wire version)
+``HELLO``: :data:`HELLO_MESSAGE` ``<BIIH`` (kind, process, connection, wire
+    version), then :data:`HELLO_SHAPE` ``<II`` (processes, workers per process)
     sent once on every connection at start-up, connection 0 being the
     control connection and ``t + 1`` worker thread ``t``'s; when a process
     has heard it on every connection of every peer, every CURVE handshake
-    has succeeded.  A peer of another :data:`WIRE_VERSION` is refused.
+    has succeeded.  A peer of another :data:`WIRE_VERSION`, or started with
+    another ``-n`` or ``-w``, is refused at once.
 ``GOODBYE``: :data:`CONTROL` ``<BI`` (kind, process)
     the sender completed: its disconnection is expected from now on.
 ``ABORT``: :data:`CONTROL`, then the error's text (UTF-8)
@@ -53,6 +55,7 @@ __all__ = [
     "DATA",
     "CONTROL",
     "HELLO_MESSAGE",
+    "HELLO_SHAPE",
     "DATA_HEADER",
     "ENTRY",
     "WIRE_VERSION",
@@ -67,6 +70,8 @@ __all__ = [
     "GOODBYE_GRACE",
     "FLUSH_BYTES",
     "LINGER_SECONDS",
+    "RECONNECT_INTERVAL",
+    "AUTH_FAILURE_LINGER",
     "HANDSHAKE_FAILURES",
     "NOBLOCK",
     "pack_progress",
@@ -78,11 +83,14 @@ __all__ = [
 #: Message kinds: the first byte of every header.
 HELLO, GOODBYE, ABORT, DATA = 1, 2, 3, 4
 #: The version of this protocol, in every ``HELLO``: peers must speak the same.
-WIRE_VERSION = 2
+WIRE_VERSION = 3
 #: The header of a control message: kind, sending process.
 CONTROL = struct.Struct("<BI")
 #: A ``HELLO``: kind, sending process, connection (0: control; thread + 1), wire version.
 HELLO_MESSAGE = struct.Struct("<BIIH")
+#: What follows a ``HELLO`` of this version: the sender's number of processes and of
+#: worker threads per process (``-n`` and ``-w``), which must be every process's.
+HELLO_SHAPE = struct.Struct("<II")
 #: The header of a ``DATA`` message: kind, number of entries.
 DATA_HEADER = struct.Struct("<BI")
 #: One entry of a ``DATA`` message: channel, source worker, destination worker,
@@ -107,6 +115,12 @@ GOODBYE_GRACE = 0.5
 FLUSH_BYTES = 1 << 18
 #: Seconds a closing socket may spend delivering what is queued.
 LINGER_SECONDS = 2.0
+#: Seconds between a connecting socket's attempts to reach a peer that is not listening.
+RECONNECT_INTERVAL = 0.1
+#: Seconds a process that refused a peer's keys keeps listening before it closes, so that
+#: the peer's own attempts fail their handshake too (and it says why) rather than finding
+#: nobody listening and waiting out its start-up timeout.
+AUTH_FAILURE_LINGER = 1.0
 
 #: Monitor events of a failed CURVE handshake, and what each means.
 HANDSHAKE_FAILURES: dict[int, str] = {
