@@ -28,11 +28,35 @@ the same run re-emits the batches of the epochs before its resume epoch.
 
 The store runs no server: every worker opens its own connections, and
 SQLite's locks serialise their commits (``busy_timeout``).
+
+**What keeps a resume exact** (:mod:`timelypy.recovery._sqlite` holds the
+plumbing):
+
+* A frontier is never durable before the snapshots it covers: the other
+  partitions commit with ``synchronous=FULL`` before the frontier is
+  written to partition 0, and every commit of a worker's snapshots to a
+  partition also counts itself in that partition's ``marks(ex_num,
+  worker_index, seq)``; the frontier row records the counts it covers
+  (``fronts.marks``).  :meth:`RecoveryStore.begin_execution` compares them
+  and refuses a store whose partition lost committed snapshots (copied
+  without its ``-wal`` files, or restored from backups of different
+  moments) instead of resuming with wrong state.
+* Every partition names the current execution (a fence); a worker's
+  commit to a partition of a later execution is refused, so a paused
+  process of an old execution writes nothing once a new one began.
+* Every SQLite error is a :class:`~timelypy.errors.RecoveryError` naming
+  the partition file and the cause; :meth:`RecoveryStore.begin_execution`
+  reads every partition before it writes anything, so a damaged store is
+  refused before an execution is recorded.
+* Snapshots are pickles: the store is as trusted as the code that runs
+  against it.  It is created private to its owner (a ``0700`` directory,
+  ``0600`` files).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pickle
 import sqlite3
@@ -45,6 +69,16 @@ from typing import Any
 from zlib import crc32
 
 from timelypy.errors import RecoveryError
+from timelypy.recovery._sqlite import (
+    BUSY_SECONDS,
+    Connection,
+    check_fence,
+    connect,
+    immediate,
+    private_file,
+    reading,
+    set_fence,
+)
 
 __all__ = [
     "FORMAT",
@@ -59,8 +93,6 @@ __all__ = [
 
 #: The store format this code reads and writes.
 FORMAT = "timelypy-recovery-2"
-#: Seconds a connection waits for another writer's lock before failing.
-BUSY_SECONDS = 30.0
 #: Seconds between a writer's trims of the snapshots its keys no longer need.
 TRIM_SECONDS = 1.0
 
@@ -85,6 +117,15 @@ CREATE TABLE IF NOT EXISTS outs (
     items BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS outs_by_run ON outs (run, worker, seq);
+"""
+
+_MARKS = """
+CREATE TABLE IF NOT EXISTS marks (
+    ex_num INTEGER NOT NULL,
+    worker_index INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (ex_num, worker_index)
+);
 """
 
 _LEDGER = """
@@ -114,23 +155,18 @@ def partition_paths(directory: str | os.PathLike[str], count: int) -> list[Path]
     return [Path(directory) / f"part-{i}.sqlite3" for i in range(count)]
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    return conn
+def _connect(path: Path) -> Connection:
+    """A connection to a partition: ``synchronous=FULL`` but for partition 0 (see above)."""
+    return connect(path, durable=path.name != "part-0.sqlite3")
 
 
-@contextlib.contextmanager
-def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """A write transaction on ``conn`` (``BEGIN IMMEDIATE``), rolled back if the block raises."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+def _upgrade(conn: Connection, index: int) -> None:
+    """Add what this version keeps to a partition made by an earlier one (in a transaction)."""
+    conn.execute(_MARKS)
+    if index == 0:
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(fronts)")]
+        if "marks" not in columns:
+            conn.execute("ALTER TABLE fronts ADD COLUMN marks TEXT")
 
 
 def create_store(directory: str | os.PathLike[str], partitions: int) -> RecoveryStore:
@@ -141,7 +177,11 @@ def create_store(directory: str | os.PathLike[str], partitions: int) -> Recovery
     if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
         raise RecoveryError(f"a store needs a positive number of partitions, got {partitions!r}")
     root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
+    if not root.exists():
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Snapshots are pickles, run on resume: nobody else may read or write them.
+        with contextlib.suppress(OSError):
+            os.chmod(root, 0o700)
     existing = sorted(root.glob("part-*.sqlite3"))
     if existing:
         raise RecoveryError(
@@ -154,9 +194,15 @@ def create_store(directory: str | os.PathLike[str], partitions: int) -> Recovery
     made = []
     for index, path in enumerate(partition_paths(root, partitions)):
         making = path.with_name(f".{path.name}.{store_id}.tmp")
+        try:
+            private_file(making)
+        except OSError as exc:
+            raise RecoveryError(f"cannot create the recovery store file {making}: {exc}") from None
         conn = _connect(making)
         try:
-            conn.executescript(_SCHEMA + _OUTPUTS + (_LEDGER if index == 0 else ""))
+            conn.executescript(_SCHEMA + _OUTPUTS + _MARKS + (_LEDGER if index == 0 else ""))
+            if index == 0:
+                conn.execute("ALTER TABLE fronts ADD COLUMN marks TEXT")
             conn.executemany(
                 "INSERT INTO meta (name, value) VALUES (?, ?)",
                 [
@@ -205,6 +251,9 @@ class RecoveryStore:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
         self.partitions, self.store_id = self._validate()
+        #: The step IDs whose state was loaded through this object (:meth:`load`,
+        #: :meth:`load_keys`): the steps of the flow that claim stored state.
+        self.claimed: set[str] = set()
 
     def __repr__(self) -> str:
         return f"RecoveryStore({str(self.directory)!r}, partitions={self.partitions})"
@@ -274,14 +323,17 @@ class RecoveryStore:
         return count, str(next(iter(ids)))
 
     @contextlib.contextmanager
-    def _ledger(self) -> Iterator[sqlite3.Connection]:
-        conn = _connect(partition_paths(self.directory, self.partitions)[0])
+    def _ledger(self) -> Iterator[Connection]:
+        path = partition_paths(self.directory, self.partitions)[0]
+        conn = _connect(path)
         try:
-            yield conn
+            with reading(path, "reading the ledger"):
+                yield conn
         finally:
             conn.close()
 
-    def _each_partition(self) -> Iterator[sqlite3.Connection]:
+    def _each_partition(self) -> Iterator[Connection]:
+        """Each partition's connection in turn (the caller wraps its use in ``reading``)."""
         for path in partition_paths(self.directory, self.partitions):
             conn = _connect(path)
             try:
@@ -303,7 +355,7 @@ class RecoveryStore:
         import fcntl
 
         path = self.directory / "execution.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -374,22 +426,113 @@ class RecoveryStore:
 
         Snapshots at or after the resume epoch belong to a failed execution's
         unfinished epochs; they are deleted so that no later resume can mix
-        them with the new execution's.  Garbage is collected too.
+        them with the new execution's.  Every partition is read first (its
+        commit marks checked against the ledger, its snapshots scanned), so
+        a partition that lost committed snapshots, or is damaged, is refused
+        with a :class:`RecoveryError` naming it before anything is written;
+        then every partition is fenced to the new execution (an older
+        execution's worker can write nothing more), and the execution is
+        recorded.  Garbage is collected too.
         """
-        with self._ledger() as conn, _immediate(conn):
-            resume = self._resume_epoch(conn)
-            (last,) = conn.execute("SELECT COALESCE(MAX(ex_num), 0) FROM executions").fetchone()
+        paths = partition_paths(self.directory, self.partitions)
+        with self._ledger() as ledger, immediate(ledger, "beginning an execution"):
+            _upgrade(ledger, 0)
+            resume = self._resume_epoch(ledger)
+            (last,) = ledger.execute("SELECT COALESCE(MAX(ex_num), 0) FROM executions").fetchone()
             execution = Execution(last + 1, resume, worker_count)
-            conn.execute(
+            needed = self._needed_marks(ledger)
+            others = [_connect(path) for path in paths[1:]]
+            try:
+                for index, conn in enumerate(others, start=1):
+                    with reading(conn.path, "checking the partition"):
+                        self._check_partition(conn, index, needed, paths[0])
+                for conn in others:
+                    with immediate(conn, "beginning an execution"):
+                        _upgrade(conn, 1)
+                        set_fence(conn, execution.ex_num)
+                        conn.execute("DELETE FROM snaps WHERE epoch >= ?", (resume,))
+                        conn.execute("DELETE FROM outs WHERE epoch >= ?", (resume,))
+            finally:
+                for conn in others:
+                    conn.close()
+            ledger.execute("SELECT COUNT(*) FROM snaps WHERE epoch >= ?", (resume,)).fetchone()
+            set_fence(ledger, execution.ex_num)
+            ledger.execute("DELETE FROM snaps WHERE epoch >= ?", (resume,))
+            ledger.execute("DELETE FROM outs WHERE epoch >= ?", (resume,))
+            ledger.execute(
                 "INSERT INTO executions (ex_num, worker_count, resume_epoch, started) "
                 "VALUES (?, ?, ?, ?)",
                 (execution.ex_num, worker_count, resume, time.time()),
             )
-        for part in self._each_partition():
-            part.execute("DELETE FROM snaps WHERE epoch >= ?", (resume,))
-            part.execute("DELETE FROM outs WHERE epoch >= ?", (resume,))
         self.collect_garbage()
         return execution
+
+    @staticmethod
+    def _needed_marks(ledger: Connection) -> dict[int, dict[tuple[int, int], int]]:
+        """Partition -> (ex_num, worker) -> the commit count its latest frontier covers."""
+        needed: dict[int, dict[tuple[int, int], int]] = {}
+        for ex_num, worker, marks in ledger.execute(
+            "SELECT ex_num, worker_index, marks FROM fronts WHERE marks IS NOT NULL"
+        ):
+            for index, seq in enumerate(json.loads(marks)):
+                if seq:
+                    needed.setdefault(index, {})[(ex_num, worker)] = seq
+        return needed
+
+    @staticmethod
+    def _check_partition(
+        conn: Connection, index: int, needed: dict[int, dict[tuple[int, int], int]], ledger: Path
+    ) -> None:
+        """Refuse partition ``index`` if it lacks commits the ledger covers; scan its snapshots."""
+        want = needed.get(index, {})
+        if want:
+            have = dict(
+                ((ex_num, worker), seq)
+                for ex_num, worker, seq in conn.execute(
+                    "SELECT ex_num, worker_index, seq FROM marks"
+                )
+            )
+            for (ex_num, worker), seq in sorted(want.items()):
+                if have.get((ex_num, worker), 0) < seq:
+                    raise RecoveryError(
+                        f"recovery store partition {conn.path} lacks snapshots that its ledger "
+                        f"({ledger.name}) says were committed: worker {worker} of execution "
+                        f"{ex_num} committed {seq} time(s) to it, the file holds "
+                        f"{have.get((ex_num, worker), 0)}. The partition lost committed writes "
+                        "(copied without its -wal file, or restored from a backup of another "
+                        "moment than the other partitions); resuming would give wrong state. "
+                        "Restore the whole store from one backup (docs/recovery.md, 'Backing "
+                        "up a store')."
+                    )
+        # Reading every snapshot page finds a damaged file before anything is written.
+        conn.execute("SELECT COUNT(*), SUM(LENGTH(state)) FROM snaps").fetchone()
+
+    # -- which steps the stored state belongs to ---------------------------------------
+
+    def stored_steps(self, before: int) -> set[str]:
+        """The step IDs with a snapshot before epoch ``before`` (what a resume would restore)."""
+        steps: set[str] = set()
+        for conn in self._each_partition():
+            with reading(conn.path, "listing the stored steps"):
+                steps.update(
+                    row[0]
+                    for row in conn.execute(
+                        "SELECT DISTINCT step_id FROM snaps WHERE epoch < ?", (before,)
+                    )
+                )
+        return steps
+
+    def drop_steps(self, step_ids: Iterable[str]) -> int:
+        """Delete every snapshot of ``step_ids``; return how many were deleted."""
+        steps = sorted(set(step_ids))
+        deleted = 0
+        for conn in self._each_partition():
+            with immediate(conn, "dropping state no step claims"):
+                for step_id in steps:
+                    deleted += conn.execute(
+                        "DELETE FROM snaps WHERE step_id = ?", (step_id,)
+                    ).rowcount
+        return deleted
 
     # -- snapshots ----------------------------------------------------------------
 
@@ -400,7 +543,9 @@ class RecoveryStore:
 
         The latest snapshot of each key before ``before``; a discarded key is
         absent.  Only the keys routed to ``worker_index`` of ``worker_count``.
+        The step counts as claiming its stored state (:attr:`claimed`).
         """
+        self.claimed.add(step_id)
         states: dict[str, Any] = {}
         query = (
             "SELECT state_key, state FROM snaps AS s WHERE step_id = ? AND key_hash % ? = ? "
@@ -408,19 +553,21 @@ class RecoveryStore:
             "AND state_key = s.state_key AND epoch < ?)"
         )
         for conn in self._each_partition():
-            for state_key, blob in conn.execute(
-                query, (step_id, worker_count, worker_index, before)
-            ):
-                if blob is not None:
-                    states[state_key] = pickle.loads(blob)
+            with reading(conn.path, f"loading the state of step {step_id!r}"):
+                found = conn.execute(query, (step_id, worker_count, worker_index, before))
+                for state_key, blob in found:
+                    if blob is not None:
+                        states[state_key] = pickle.loads(blob)
         return states
 
     def load_keys(self, step_id: str, keys: Iterable[str], before: int) -> dict[str, Any]:
         """The state of each of ``keys`` of ``step_id`` as of epoch ``before`` (if it has one).
 
         The latest snapshot of each key before ``before``; a key with none,
-        or whose latest is a discard, is absent.
+        or whose latest is a discard, is absent.  The step counts as
+        claiming its stored state (:attr:`claimed`).
         """
+        self.claimed.add(step_id)
         states: dict[str, Any] = {}
         wanted = sorted(set(keys))
         if not wanted:
@@ -432,14 +579,15 @@ class RecoveryStore:
                 continue
             conn = _connect(path)
             try:
-                for key in mine:
-                    row = conn.execute(
-                        "SELECT state FROM snaps WHERE step_id = ? AND state_key = ? "
-                        "AND epoch < ? ORDER BY epoch DESC LIMIT 1",
-                        (step_id, key, before),
-                    ).fetchone()
-                    if row is not None and row[0] is not None:
-                        states[key] = pickle.loads(row[0])
+                with reading(path, f"loading the state of step {step_id!r}"):
+                    for key in mine:
+                        row = conn.execute(
+                            "SELECT state FROM snaps WHERE step_id = ? AND state_key = ? "
+                            "AND epoch < ? ORDER BY epoch DESC LIMIT 1",
+                            (step_id, key, before),
+                        ).fetchone()
+                        if row is not None and row[0] is not None:
+                            states[key] = pickle.loads(row[0])
             finally:
                 conn.close()
         return states
@@ -466,18 +614,19 @@ class RecoveryStore:
                 continue
             conn = _connect(path)
             try:
-                found = conn.execute(
-                    "SELECT seq, items FROM outs WHERE run = ? AND epoch < ? AND worker % ? = ? "
-                    "AND seq > ? ORDER BY seq LIMIT ?",
-                    (
-                        run,
-                        before,
-                        worker_count,
-                        worker_index,
-                        start_seq if index == start_part else 0,
-                        limit - len(rows),
-                    ),
-                ).fetchall()
+                with reading(path, "replaying logged output"):
+                    found = conn.execute(
+                        "SELECT seq, items FROM outs WHERE run = ? AND epoch < ? "
+                        "AND worker % ? = ? AND seq > ? ORDER BY seq LIMIT ?",
+                        (
+                            run,
+                            before,
+                            worker_count,
+                            worker_index,
+                            start_seq if index == start_part else 0,
+                            limit - len(rows),
+                        ),
+                    ).fetchall()
             finally:
                 conn.close()
             rows.extend(((index, seq), blob) for seq, blob in found)
@@ -488,17 +637,19 @@ class RecoveryStore:
     def drop_outputs(self, run: str) -> None:
         """Forget the logged output batches of ``run`` (it ended)."""
         for conn in self._each_partition():
-            conn.execute("DELETE FROM outs WHERE run = ?", (run,))
+            with reading(conn.path, "dropping logged output"):
+                conn.execute("DELETE FROM outs WHERE run = ?", (run,))
 
     def snapshots(self, step_id: str | None = None) -> list[tuple[str, str, int, Any]]:
         """Every stored snapshot ``(step_id, state_key, epoch, state)``, sorted (tests, tools)."""
         out: list[tuple[str, str, int, Any]] = []
         for conn in self._each_partition():
-            rows = conn.execute(
-                "SELECT step_id, state_key, epoch, state FROM snaps"
-                + (" WHERE step_id = ?" if step_id is not None else ""),
-                (step_id,) if step_id is not None else (),
-            ).fetchall()
+            with reading(conn.path, "reading snapshots"):
+                rows = conn.execute(
+                    "SELECT step_id, state_key, epoch, state FROM snaps"
+                    + (" WHERE step_id = ?" if step_id is not None else ""),
+                    (step_id,) if step_id is not None else (),
+                ).fetchall()
             out.extend(
                 (s, k, e, None if blob is None else pickle.loads(blob)) for s, k, e, blob in rows
             )
@@ -514,7 +665,7 @@ class RecoveryStore:
         resume = self.resume_epoch()
         deleted = 0
         for conn in self._each_partition():
-            with _immediate(conn):
+            with immediate(conn, "collecting garbage"):
                 cur = conn.execute(
                     "DELETE FROM snaps WHERE epoch < ? AND epoch < (SELECT MAX(epoch) FROM snaps "
                     "AS t WHERE t.step_id = snaps.step_id AND t.state_key = snaps.state_key "
@@ -572,7 +723,9 @@ class SnapshotWriter:
     :meth:`snapshot` queues rows (serialised at once: the state may change
     after the epoch closes); :meth:`commit` writes the queued snapshots to
     their partitions, then the worker's frontier to the ledger, so a
-    committed frontier never runs ahead of the snapshots it covers.
+    committed frontier never runs ahead of the snapshots it covers.  Every
+    write checks first that its execution is still the store's current one
+    (else a :class:`RecoveryError`, nothing written).
     """
 
     def __init__(self, store: RecoveryStore, ex_num: int, worker_index: int) -> None:
@@ -587,6 +740,8 @@ class SnapshotWriter:
         # per partition: (step_id, state_key) written since the last trim
         self._superseded: list[set[tuple[str, str]]] = [set() for _ in self._conns]
         self._next_trim = time.monotonic() + TRIM_SECONDS
+        # per partition: how many commits this worker made to it in this execution
+        self._marks = [0] * len(self._conns)
         self.committed: tuple[int, bool] | None = None
 
     def snapshot(self, step_id: str, epoch: int, states: Iterable[tuple[str, Any]]) -> None:
@@ -605,13 +760,46 @@ class SnapshotWriter:
         """Queue a pickled batch of items captured at ``epoch`` for ``run``'s output log."""
         self._outputs.append((run, epoch, self.worker_index, items))
 
+    def _mark(self, conn: Connection, index: int) -> None:
+        """Count one more commit of this worker to partition ``index`` (in its transaction)."""
+        if index == 0:
+            return  # the ledger's own partition: its frontier commits with these rows
+        self._marks[index] += 1
+        conn.execute(
+            "INSERT OR REPLACE INTO marks (ex_num, worker_index, seq) VALUES (?, ?, ?)",
+            (self.ex_num, self.worker_index, self._marks[index]),
+        )
+
     def commit(self, frontier: int, done: bool = False) -> None:
-        """Write the queued snapshots and output batches, then record this worker's frontier."""
-        for conn, rows in zip(self._conns, self._pending, strict=True):
-            if rows:
-                with _immediate(conn):
-                    conn.executemany("INSERT OR REPLACE INTO snaps VALUES (?, ?, ?, ?, ?)", rows)
+        """Write the queued snapshots and output batches, then record this worker's frontier.
+
+        The other partitions first (each synced before its commit returns),
+        then partition 0: its snapshots and the frontier in one transaction,
+        with the commit counts the frontier covers.
+        """
+        ex_num = self.ex_num
+        conns, pending = self._conns, self._pending
+        outputs, out_part = self._outputs, self.worker_index % len(conns)
+        for index in range(1, len(conns)):
+            rows = pending[index]
+            logged = outputs if index == out_part and outputs else None
+            if rows or logged:
+                conn = conns[index]
+                with immediate(conn, f"committing worker {self.worker_index}'s snapshots"):
+                    check_fence(conn, ex_num)
+                    if rows:
+                        conn.executemany(
+                            "INSERT OR REPLACE INTO snaps VALUES (?, ?, ?, ?, ?)", rows
+                        )
+                    if logged:
+                        conn.executemany(
+                            "INSERT INTO outs (run, epoch, worker, items) VALUES (?, ?, ?, ?)",
+                            logged,
+                        )
+                    self._mark(conn, index)
                 rows.clear()
+                if logged:
+                    outputs.clear()
         now = time.monotonic()
         if done or now >= self._next_trim:
             # The keys written since the last trim keep only what a resume can need: of
@@ -619,26 +807,43 @@ class SnapshotWriter:
             # (Every TRIM_SECONDS, not every commit: a key written in many epochs is
             # trimmed once, and the table stays about TRIM_SECONDS of snapshots big.)
             self._next_trim = now + TRIM_SECONDS
-            resume = RecoveryStore._resume_epoch(self._conns[0])
-            for conn, keys in zip(self._conns, self._superseded, strict=True):
+            with reading(conns[0].path, "reading the ledger"):
+                resume = RecoveryStore._resume_epoch(conns[0])
+            for index in range(1, len(conns)):
+                keys = self._superseded[index]
                 if keys:
-                    with _immediate(conn):
+                    conn = conns[index]
+                    with immediate(conn, "trimming superseded snapshots"):
+                        check_fence(conn, ex_num)
                         conn.executemany(_DROP_SUPERSEDED, [(*key, resume) for key in keys])
                     keys.clear()
-        if self._outputs:
-            conn = self._conns[self.worker_index % len(self._conns)]
-            with _immediate(conn):
-                conn.executemany(
-                    "INSERT INTO outs (run, epoch, worker, items) VALUES (?, ?, ?, ?)",
-                    self._outputs,
+        else:
+            resume = None
+        rows = pending[0]
+        logged = outputs if out_part == 0 and outputs else None
+        trim = self._superseded[0] if resume is not None else None
+        if rows or logged or trim or self.committed != (frontier, done):
+            conn = conns[0]
+            with immediate(conn, f"committing worker {self.worker_index}'s frontier"):
+                check_fence(conn, ex_num)
+                if rows:
+                    conn.executemany("INSERT OR REPLACE INTO snaps VALUES (?, ?, ?, ?, ?)", rows)
+                if logged:
+                    conn.executemany(
+                        "INSERT INTO outs (run, epoch, worker, items) VALUES (?, ?, ?, ?)", logged
+                    )
+                if trim:
+                    conn.executemany(_DROP_SUPERSEDED, [(*key, resume) for key in trim])
+                conn.execute(
+                    "INSERT OR REPLACE INTO fronts (ex_num, worker_index, frontier, done, marks) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (ex_num, self.worker_index, frontier, int(done), json.dumps(self._marks)),
                 )
-            self._outputs.clear()
-        if self.committed != (frontier, done):
-            self._conns[0].execute(
-                "INSERT OR REPLACE INTO fronts (ex_num, worker_index, frontier, done) "
-                "VALUES (?, ?, ?, ?)",
-                (self.ex_num, self.worker_index, frontier, int(done)),
-            )
+            rows.clear()
+            if logged:
+                outputs.clear()
+            if trim:
+                trim.clear()
             self.committed = (frontier, done)
 
     def close(self) -> None:
