@@ -1,6 +1,6 @@
 """Connectors against their direct clients and against bytewax 0.21.1, in one run.
 
-    python -m benchmarks.connector_bench [--rows N] [--repeat N] [--markdown]
+    python -m benchmarks.connector_bench [--rows N] [--repeat N] [--only postgres,redis] [--markdown]
 
 Each candidate does the same work on the same data; they are timed
 interleaved (one untimed warm-up round, then ``--repeat`` rounds) and each
@@ -232,7 +232,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--no-bytewax", action="store_true")
+    parser.add_argument(
+        "--only",
+        default=",".join(GOALS),
+        help="the workloads to run, comma-separated (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
+    only = set(args.only.split(","))
+    if only - set(GOALS):
+        parser.error(f"unknown workloads {sorted(only - set(GOALS))}; known: {list(GOALS)}")
     from tests.servers import postgres, redis
 
     bytewax = not args.no_bytewax
@@ -244,11 +252,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("csv", lambda: csv_candidates(work, args.rows, bytewax)),
         ]
         for name, build in workloads:
-            rows += _rows(name, measure(build(), args.repeat))
+            if name in only:
+                rows += _rows(name, measure(build(), args.repeat))
         for name, server, build_server in (
             ("postgres", postgres, postgres_candidates),
             ("redis", redis, redis_candidates),
         ):
+            if name not in only:
+                continue
             try:
                 with server() as address:
                     rows += _rows(name, measure(build_server(address, args.rows), args.repeat))

@@ -163,3 +163,35 @@ def test_the_sink_is_exactly_once_through_sigkills(dsn, tmp_path):
 @pytest.mark.timeout(1200)
 def test_the_sink_is_exactly_once_through_twenty_sigkills(dsn, tmp_path):
     assert _run_with_kills(dsn, tmp_path, kills=24, seed=2026, items=5000) >= 20
+
+
+def test_values_of_other_types_than_their_columns_go_as_copy_text_would_send_them(dsn, caplog):
+    """Binary COPY where the columns allow it; a value it cannot send turns the epoch to text."""
+    import datetime
+    import decimal
+
+    sql(dsn, "CREATE TABLE typed (k text, n int, x float8, ok bool)")
+    sql(dsn, "CREATE TABLE mixed (k text, at timestamptz, amount numeric, tags jsonb)")
+    typed = [
+        ("a", {"k": "a", "n": 1, "x": 0.5, "ok": True}),
+        ("b", {"k": "b\tc\n", "n": None, "x": 2, "ok": False}),
+        ("c", {"k": "c", "n": "7", "x": 1.25, "ok": None}),  # "7": binary cannot, text can
+    ]
+    when = datetime.datetime(2026, 11, 27, 12, tzinfo=datetime.UTC)
+    mixed = [("m", {"k": "m", "at": when, "amount": decimal.Decimal("1.50"), "tags": '{"a": 1}'})]
+    caplog.set_level("INFO", logger="timelypy.flow.connectors")
+    for table, items in (("typed", typed), ("mixed", mixed)):
+        from timelypy.flow.connectors.postgres import PostgresSink
+
+        flow = Dataflow(table)
+        op.output("out", op.input("inp", flow, TestingSource(items)), PostgresSink(dsn, table))
+        run_main(flow, epoch_interval=ZERO)
+    assert "binary COPY cannot send a value" in caplog.text  # "7" into int
+    assert sorted(sql(dsn, "SELECT k, n, x, ok FROM typed")) == [
+        ("a", 1, 0.5, True),
+        ("b\tc\n", None, 2.0, False),
+        ("c", 7, 1.25, None),
+    ]
+    assert sql(dsn, "SELECT k, at, amount, tags FROM mixed") == [
+        ("m", when, decimal.Decimal("1.50"), {"a": 1})
+    ]

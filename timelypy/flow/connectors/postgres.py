@@ -6,43 +6,65 @@ Needs the ``psycopg`` driver (version 3): ``pip install 'timelypy[postgres]'``.
   column, as dicts, a batch at a time; its snapshot is the last key it
   read, so a resumed execution reads on after it;
 * :class:`PostgresSink` -- ``(key, row)`` items, ``row`` a dict of column
-  values, into a table, one transaction per epoch and partition that also
-  records which epoch it wrote (in the table ``timelypy_sink_progress``).
+  values, into a table: each partition's rows of an epoch are one ``COPY``
+  (or one upsert) in one transaction that also records the epoch, its
+  partition and the transaction's ID in :data:`EPOCHS_TABLE`.
 
 Exactly once, in both of the sink's modes:
 
-* ``mode="append"`` adds two columns to the table (``timelypy_part``,
-  ``timelypy_seq``: which partition wrote a row, in which of its epochs),
-  whose defaults read settings the epoch's transaction sets, so ``COPY``
-  sends only the rows' own columns.
-  A resumed execution deletes, in one transaction, the rows its partition
-  wrote in epochs after the one its snapshot closed; the resumed execution
-  writes them again.  The table then holds every row exactly once.
+* ``mode="append"``: a resumed execution deletes, in one transaction, the
+  rows of the epochs its partition committed after the one its snapshot
+  closed (a failed execution can commit an epoch in PostgreSQL before the
+  recovery store commits the snapshots of that epoch), found by the
+  transaction that inserted them (PostgreSQL's ``xmin`` system column,
+  matched against the IDs in :data:`EPOCHS_TABLE`); the resumed execution
+  writes them again.  The table then holds every row exactly once, and
+  the sink adds no column to it.  (A row of such an epoch that someone
+  updated in between has a new ``xmin`` and stays: keep the table
+  append-only while a flow writes it.)
 * ``mode="upsert"`` inserts or updates each row by the ``key`` column(s):
   writing an epoch again leaves the table as it was, so after a failure
   and a resume the table is what a run without the failure gives.
 
-Every connection is retried a bounded number of times
-(``connect_attempts``, ``retry_seconds`` apart); then the error names the
-step, the partition and the server.
+:data:`EPOCHS_TABLE` keeps a row per partition and epoch since the
+execution started (a resume deletes them all: none is needed again).
+
+A lost connection is retried ``connect_attempts`` times, the pause
+doubling from ``retry_seconds`` (``_retry``): a source partition waits
+without blocking its worker; a sink partition redoes the epoch it was
+writing (after checking in :data:`EPOCHS_TABLE` whether its commit went
+through).  Then the error names the step, the partition and the server.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any
 from zlib import adler32
 
 from timelypy.errors import FlowError
+from timelypy.flow.connectors._retry import Backoff, log
 from timelypy.flow.sinks import FixedPartitionedSink, StatefulSinkPartition
 from timelypy.flow.sources import FixedPartitionedSource, StatefulSourcePartition
 
-__all__ = ["PostgresSink", "PostgresSource", "PROGRESS_TABLE"]
+__all__ = ["PostgresSink", "PostgresSource", "EPOCHS_TABLE"]
 
-#: Where each sink partition records the last epoch it committed.
-PROGRESS_TABLE = "timelypy_sink_progress"
+#: Where each sink partition records the epochs it committed, with their transactions' IDs.
+EPOCHS_TABLE = "timelypy_sink_epochs"
+#: Seconds a connection attempt may take (libpq's ``connect_timeout``).
+CONNECT_TIMEOUT = 5
+#: Rows formatted into one block before it goes to the server.
+_ROWS_PER_WRITE = 4096
+#: Column types (OIDs) whose values binary COPY sends as psycopg dumps them (int, float,
+#: str, bool, bytes); any other column makes the epoch's COPY text, parsed by the server.
+_BINARY_TYPES = frozenset({16, 17, 20, 21, 23, 25, 700, 701, 1043})
+#: A binary COPY's header (signature, flags, extension length) and trailer.
+_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_BINARY_TRAILER = b"\xff\xff"
+#: Transactions after which an ``xmin`` no longer tells which transaction inserted a row.
+_XID_HORIZON = 2**31
 
 
 def _psycopg() -> Any:
@@ -55,19 +77,18 @@ def _psycopg() -> Any:
     return psycopg
 
 
-def _connect(dsn: str, what: str, attempts: int, pause: float) -> Any:
-    psycopg = _psycopg()
-    for attempt in range(1, attempts + 1):
-        try:
-            return psycopg.connect(dsn, connect_timeout=10)
-        except psycopg.OperationalError as exc:
-            if attempt == attempts:
-                raise FlowError(
-                    f"{what}: cannot connect to PostgreSQL at {_where(dsn)} after {attempts} "
-                    f"attempts: {str(exc).strip()}"
-                ) from exc
-            time.sleep(pause)
-    raise AssertionError("unreachable")
+@functools.cache
+def _row_formatter(binary: bool) -> Any:
+    """The ``COPY`` text row formatter (C in psycopg's binary and c builds), if it has one.
+
+    ``Copy.write_row`` calls it for each row through two Python methods; the
+    sink calls it directly and hands each block to the public ``Copy.write``.
+    """
+    try:
+        from psycopg._copy_base import format_row_binary, format_row_text
+    except ImportError:  # pragma: no cover - another psycopg layout: write_row instead
+        return None
+    return format_row_binary if binary else format_row_text
 
 
 def _where(dsn: str) -> str:
@@ -80,36 +101,78 @@ def _ident(name: str) -> Any:
     return _psycopg().sql.Identifier(name)
 
 
+def _lost(conn: Any, exc: BaseException) -> bool:
+    """Whether ``exc`` means the server is gone (and not that it refused a statement)."""
+    psycopg = _psycopg()
+    if conn is None or conn.closed or conn.broken:
+        return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+    return False
+
+
 class _Rows(StatefulSourcePartition[dict[str, Any], Any]):
     def __init__(self, source: PostgresSource, step_id: str, after: Any) -> None:
         self._source = source
         self._after = after
-        what = f"input step {step_id!r} (table {source.table!r})"
-        self._conn = _connect(source.dsn, what, source.connect_attempts, source.retry_seconds)
-        self._conn.autocommit = True
+        what = f"input step {step_id!r} (partition {source.table!r})"
+        self._backoff = Backoff(
+            source.connect_attempts,
+            source.retry_seconds,
+            what,
+            f"PostgreSQL at {_where(source.dsn)}",
+        )
+        self._conn: Any = None
+        self._awake: Any = None
+        sql = _psycopg().sql
+        key = _ident(source.key_column)
+        self._first = sql.SQL("SELECT * FROM {} ORDER BY {} LIMIT %s").format(
+            _ident(source.table), key
+        )
+        self._next = sql.SQL("SELECT * FROM {} WHERE {} > %s ORDER BY {} LIMIT %s").format(
+            _ident(source.table), key, key
+        )
 
     def next_batch(self) -> list[dict[str, Any]]:
-        sql = _psycopg().sql
+        psycopg = _psycopg()
         source = self._source
-        key = _ident(source.key_column)
-        query = sql.SQL("SELECT * FROM {} {} ORDER BY {} LIMIT %s").format(
-            _ident(source.table),
-            sql.SQL("WHERE {} > %s").format(key) if self._after is not None else sql.SQL(""),
-            key,
-        )
-        params = (source.batch_size,) if self._after is None else (self._after, source.batch_size)
-        with self._conn.cursor(row_factory=_psycopg().rows.dict_row) as cur:
-            rows: list[dict[str, Any]] = cur.execute(query, params).fetchall()
+        try:
+            if self._conn is None:
+                self._conn = psycopg.connect(
+                    source.dsn, connect_timeout=CONNECT_TIMEOUT, autocommit=True
+                )
+            with self._conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+                if self._after is None:
+                    cur.execute(self._first, (source.batch_size,))
+                else:
+                    cur.execute(self._next, (self._after, source.batch_size))
+                rows: list[dict[str, Any]] = cur.fetchall()
+        except psycopg.Error as exc:
+            if not _lost(self._conn, exc):
+                raise FlowError(
+                    f"{self._backoff.what}: PostgreSQL refused the query: {exc}"
+                ) from exc
+            self._close()
+            self._awake = self._backoff.awake_after(exc)  # the error once the budget is spent
+            return []
+        self._backoff.reached()
+        self._awake = None
         if not rows:
             raise StopIteration()
         self._after = rows[-1][source.key_column]
         return rows
 
+    def next_awake(self) -> Any:
+        return self._awake
+
     def snapshot(self) -> Any:
         return self._after
 
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
     def close(self) -> None:
-        self._conn.close()
+        self._close()
 
 
 class PostgresSource(FixedPartitionedSource[dict[str, Any], Any]):
@@ -146,133 +209,292 @@ class PostgresSource(FixedPartitionedSource[dict[str, Any], Any]):
 
 
 class _Writer(StatefulSinkPartition[dict[str, Any], int]):
-    """One partition's rows: buffered during an epoch, committed with its number at its close."""
+    """One partition's rows: streamed into the epoch's transaction, committed at its close.
+
+    In append mode the rows go into the epoch's ``COPY`` as they arrive
+    (the server inserts them while the flow computes); the epoch's rows are
+    also kept (references only) so that an epoch whose connection is lost
+    is written again, whole, on a new one when it closes.
+    """
 
     def __init__(self, sink: PostgresSink, step_id: str, part: str, resume: int | None) -> None:
         self._sink = sink
         self._step_id = step_id
         self._part = part
         self._what = f"output step {step_id!r} (partition {part!r})"
-        self._conn = _connect(sink.dsn, self._what, sink.connect_attempts, sink.retry_seconds)
-        self._pending: list[dict[str, Any]] = []
+        self._backoff = Backoff(
+            sink.connect_attempts,
+            sink.retry_seconds,
+            self._what,
+            f"PostgreSQL at {_where(sink.dsn)}",
+        )
+        self._conn: Any = None
+        #: the epoch's rows, as the flow gave them
+        self._rows: list[dict[str, Any]] = []
         self._columns: list[str] | None = None
-        done = resume or 0
-        sql = _psycopg().sql
-        with self._conn.transaction():
-            # partitions start at once: one at a time through the DDL (two concurrent
-            # CREATE TABLE IF NOT EXISTS can both try to create the table)
-            self._conn.execute("SELECT pg_advisory_xact_lock(hashtext('timelypy.sink'))")
-            self._conn.execute(
-                sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (sink text, part text, seq bigint NOT NULL, "
-                    "PRIMARY KEY (sink, part))"
-                ).format(_ident(PROGRESS_TABLE))
-            )
-            if sink.mode == "append":
-                table = _ident(sink.table)
-                # the tags come from settings of the epoch's transaction (SET LOCAL), so
-                # COPY sends the rows' own columns only, as a direct writer would
-                self._conn.execute(
-                    sql.SQL(
-                        "ALTER TABLE {} ADD COLUMN IF NOT EXISTS timelypy_part text, "
-                        "ADD COLUMN IF NOT EXISTS timelypy_seq bigint, "
-                        "ALTER COLUMN timelypy_part SET DEFAULT "
-                        "NULLIF(current_setting('timelypy.part', true), ''), "
-                        "ALTER COLUMN timelypy_seq SET DEFAULT "
-                        "NULLIF(current_setting('timelypy.seq', true), '')::bigint"
-                    ).format(table)
-                )
-                # what a failed execution committed after the resume point goes
-                self._conn.execute(
-                    sql.SQL("DELETE FROM {} WHERE timelypy_part = %s AND timelypy_seq > %s").format(
-                        table
-                    ),
-                    (part, done),
-                )
-            self._record(done)
-        #: the number of the epoch being written (this partition's own count)
-        self._seq = done + 1
+        self._get: Callable[[Any], Any] | None = None
+        self._statement: Any = None
+        #: the table's column types (OIDs), read at the start; binary COPY when they allow it
+        self._types: dict[str, int] = {}
+        self._binary: list[int] | None = None
+        #: the epoch's open ``COPY`` (append mode), its context and the rows sent into it
+        self._copy: Any = None
+        self._copying: Any = None
+        #: the number of the last epoch committed (this partition's own count)
+        self._done = resume or 0
+        self._run(self._roll_back)
 
-    def _record(self, seq: int) -> None:
+    # -- connection and transactions ---------------------------------------------------------
+
+    def _run(self, action: Callable[[Any, bool], None]) -> None:
+        """``action(conn, again)`` then ``COMMIT``, redone on a new connection if one is lost."""
+        psycopg = _psycopg()
+        again = False
+        while True:
+            try:
+                if self._conn is None:
+                    self._conn = psycopg.connect(self._sink.dsn, connect_timeout=CONNECT_TIMEOUT)
+                action(self._conn, again)
+                self._conn.commit()
+                self._backoff.reached()
+                return
+            except psycopg.Error as exc:
+                self._check_lost(exc)
+                self._backoff.sleep(exc)  # the error once the budget is spent
+                again = True
+
+    def _check_lost(self, exc: BaseException) -> None:
+        """Forget a lost connection (its epoch is redone); raise what the server refused."""
+        lost = _lost(self._conn, exc)
+        self._close()
+        if not lost:
+            raise FlowError(f"{self._what}: PostgreSQL refused the epoch's rows: {exc}") from exc
+
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        self._copy = self._copying = None
+        if conn is not None:
+            conn.close()  # an open transaction is rolled back
+
+    def _roll_back(self, conn: Any, again: bool) -> None:
+        """Create the epochs table; delete what the partition committed after its snapshot."""
         sql = _psycopg().sql
-        self._conn.execute(
+        sink, epochs = self._sink, _ident(EPOCHS_TABLE)
+        # partitions start at once: one at a time through the DDL (two concurrent
+        # CREATE TABLE IF NOT EXISTS can both try to create the table)
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('timelypy.sink'))")
+        conn.execute(
             sql.SQL(
-                "INSERT INTO {} (sink, part, seq) VALUES (%s, %s, %s) "
-                "ON CONFLICT (sink, part) DO UPDATE SET seq = EXCLUDED.seq"
-            ).format(_ident(PROGRESS_TABLE)),
-            (self._step_id, self._part, seq),
+                "CREATE TABLE IF NOT EXISTS {} (sink text NOT NULL, part text NOT NULL, "
+                "seq bigint NOT NULL, xid xid8 NOT NULL, PRIMARY KEY (sink, part, seq))"
+            ).format(epochs)
+        )
+        later = conn.execute(
+            sql.SQL(
+                "SELECT seq, xid::text, pg_current_xact_id()::text FROM {} "
+                "WHERE sink = %s AND part = %s AND seq > %s"
+            ).format(epochs),
+            (self._step_id, self._part, self._done),
+        ).fetchall()
+        if later and sink.mode == "append":
+            stale = [seq for seq, xid, now in later if int(now) - int(xid) >= _XID_HORIZON]
+            if stale:
+                raise FlowError(
+                    f"{self._what}: the rows of epochs {stale} of a failed execution are too old "
+                    f"to be told apart by their transaction ID; delete them by hand, then delete "
+                    f"their rows from {EPOCHS_TABLE}"
+                )
+            xids = [str(int(xid) % 2**32) for _, xid, _ in later]
+            conn.execute(
+                sql.SQL("DELETE FROM {} WHERE xmin = ANY(%s::xid[])").format(_ident(sink.table)),
+                (xids,),
+            )
+        conn.execute(
+            sql.SQL("DELETE FROM {} WHERE sink = %s AND part = %s").format(epochs),
+            (self._step_id, self._part),
+        )
+        self._types = dict(
+            conn.execute(
+                "SELECT attname, atttypid::int FROM pg_attribute WHERE attrelid = "
+                "to_regclass(%s) AND attnum > 0 AND NOT attisdropped",
+                (_ident(sink.table).as_string(conn),),
+            ).fetchall()
         )
 
+    # -- rows -----------------------------------------------------------------------------------
+
     def write_batch(self, values: list[dict[str, Any]]) -> None:
-        if list(map(type, values)).count(dict) != len(values):
+        if not values:
+            return
+        if self._get is None:
+            first = values[0]
+            if not isinstance(first, dict) or not first:
+                raise TypeError(
+                    f"{self._what} writes rows as dicts of column values, got {first!r}"
+                )
+            self._columns = list(first)
+            self._get = itemgetter(*self._columns)
+            self._statement = self._build_statement(self._columns)
+            types = [self._types.get(column) for column in self._columns]
+            if self._sink.mode == "append" and all(oid in _BINARY_TYPES for oid in types):
+                self._binary = [oid for oid in types if oid is not None]
+        self._rows.extend(values)
+        if self._sink.mode != "append" or self._conn is None:
+            return  # upserts go at the epoch's close; a lost connection is redone there
+        try:
+            if self._copy is None:
+                self._open_copy(self._conn)
+            self._send(values)
+        except _psycopg().Error as exc:
+            self._check_lost(exc)
+
+    def _records(self, values: list[dict[str, Any]]) -> Any:
+        get = self._get
+        assert get is not None
+        if len(self._columns or ()) == 1:
+            return [(value,) for value in map(get, values)]
+        return map(get, values)
+
+    def _send(self, values: list[dict[str, Any]]) -> None:
+        """``values`` into the open ``COPY``, formatted by psycopg's own row formatters."""
+        copy = self._copy
+        formatter = getattr(copy, "formatter", None)
+        transformer = getattr(formatter, "transformer", None)
+        format_row = _row_formatter(binary=self._binary is not None)
+        try:
+            for start in range(0, len(values), _ROWS_PER_WRITE):
+                records = self._records(values[start : start + _ROWS_PER_WRITE])
+                if format_row is not None and transformer is not None:
+                    # what Copy.write_row does for each row, without its two Python calls
+                    block = bytearray()
+                    for record in records:
+                        format_row(record, transformer, block)
+                    copy.write(block)
+                else:  # pragma: no cover - a psycopg without its row formatters
+                    for record in records:
+                        copy.write_row(record)
+        except (KeyError, TypeError, IndexError) as exc:
             bad = next((value for value in values if not isinstance(value, dict)), None)
             if bad is not None:
-                raise TypeError(f"{self._what} writes rows as dicts of column values, got {bad!r}")
-        self._pending.extend(values)
+                self._close()
+                raise TypeError(
+                    f"{self._what} writes rows as dicts of column values, got {bad!r}"
+                ) from None
+            if isinstance(exc, KeyError) or self._binary is None:
+                self._close()
+                raise FlowError(
+                    f"{self._what}: every row needs the columns {self._columns}, one lacks {exc}"
+                ) from None
+            self._restart_as_text(exc)
+        except (ValueError, OverflowError, _psycopg().DataError) as exc:
+            if self._binary is None:
+                raise
+            self._restart_as_text(exc)
 
-    def _flush(self) -> None:
-        rows, self._pending = self._pending, []
-        if not rows:
-            return
-        sink = self._sink
-        columns = self._columns
-        if columns is None:
-            columns = self._columns = list(rows[0])
+    def _restart_as_text(self, exc: BaseException) -> None:
+        """A value binary COPY cannot send as its column's type: text from now on.
+
+        The binary ``COPY`` is abandoned and its transaction rolled back; the
+        epoch's rows so far go again into a text ``COPY``, where the server
+        parses each value (or refuses it, as a direct ``COPY`` would).
+        """
+        log.info("%s: binary COPY cannot send a value (%s); sending text", self._what, exc)
+        copying, conn = self._copying, self._conn
+        self._copy = self._copying = None
+        self._binary = None
         try:
-            get = itemgetter(*columns)
-            records = list(map(get, rows)) if len(columns) > 1 else [(get(r),) for r in rows]
-        except KeyError as exc:
-            raise FlowError(
-                f"{self._what}: every row needs the columns {columns}, one lacks {exc}"
-            ) from None
+            copying.__exit__(type(exc), exc, None)  # CopyFail: the server drops what it got
+        except _psycopg().Error:
+            pass
+        conn.rollback()
+        self._open_copy(conn)
+        self._send(self._rows)
+
+    def _open_copy(self, conn: Any) -> None:
+        cursor = conn.cursor()
+        if self._binary is None:
+            self._copying = cursor.copy(self._statement)
+            self._copy = self._copying.__enter__()
+            return
         sql = _psycopg().sql
+        self._copying = cursor.copy(sql.SQL("{} (FORMAT BINARY)").format(self._statement))
+        self._copy = self._copying.__enter__()
+        self._copy.set_types(self._binary)
+        self._copy.write(_BINARY_HEADER)
+
+    def _end_copy(self) -> None:
+        """The end of the epoch's ``COPY``: the server's verdict on its rows."""
+        copy, copying = self._copy, self._copying
+        self._copy = self._copying = None
+        if self._binary is not None:
+            copy.write(_BINARY_TRAILER)
+        copying.__exit__(None, None, None)
+
+    def _build_statement(self, columns: list[str]) -> Any:
+        """The epoch's ``COPY`` (append) or ``INSERT ... ON CONFLICT`` (upsert)."""
+        sql = _psycopg().sql
+        sink = self._sink
         table = _ident(sink.table)
         names = sql.SQL(", ").join(map(_ident, columns))
         if sink.mode == "append":
-            self._conn.execute(
-                "SELECT set_config('timelypy.part', %s, true), "
-                "set_config('timelypy.seq', %s, true)",
-                (self._part, str(self._seq)),
-            )
-            copy = sql.SQL("COPY {} ({}) FROM STDIN").format(table, names)
-            with self._conn.cursor() as cur, cur.copy(copy) as writer:
-                write = writer.write_row
-                for record in records:
-                    write(record)
-            return
+            return sql.SQL("COPY {} ({}) FROM STDIN").format(table, names)
         keys = list(sink.key)
         assigned = [
             sql.SQL("{} = EXCLUDED.{}").format(_ident(c), _ident(c))
             for c in columns
             if c not in keys
         ]
-        updates = sql.SQL(", ").join(assigned)
-        query = sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO {}").format(
+        return sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO {}").format(
             table,
             names,
             sql.SQL(", ").join(sql.Placeholder() * len(columns)),
             sql.SQL(", ").join(map(_ident, keys)),
-            sql.SQL("UPDATE SET {}").format(updates) if assigned else sql.SQL("NOTHING"),
+            sql.SQL("UPDATE SET {}").format(sql.SQL(", ").join(assigned))
+            if assigned
+            else sql.SQL("NOTHING"),
         )
-        with self._conn.cursor() as cur:
-            cur.executemany(query, records)
+
+    def _commit(self, conn: Any, again: bool) -> None:
+        """The epoch's rows and its number (``_done + 1``) with this transaction's ID."""
+        sql = _psycopg().sql
+        epochs = _ident(EPOCHS_TABLE)
+        seq = self._done + 1
+        if again:  # the connection was lost: perhaps during the COMMIT, which then went through
+            found = conn.execute(
+                sql.SQL("SELECT 1 FROM {} WHERE sink = %s AND part = %s AND seq = %s").format(
+                    epochs
+                ),
+                (self._step_id, self._part, seq),
+            ).fetchone()
+            if found:
+                return
+        if self._sink.mode == "append":
+            if self._copy is None:  # not streamed (the connection was lost): all of it now
+                self._open_copy(conn)
+                self._send(self._rows)
+            self._end_copy()
+        else:
+            with conn.cursor() as cur:
+                cur.executemany(self._statement, list(self._records(self._rows)))
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} (sink, part, seq, xid) VALUES (%s, %s, %s, pg_current_xact_id())"
+            ).format(epochs),
+            (self._step_id, self._part, seq),
+        )
 
     def snapshot(self) -> int:
-        """The epoch closed: its rows and its number, in one transaction."""
-        try:
-            with self._conn.transaction():
-                self._flush()
-                self._record(self._seq)
-        except _psycopg().Error as exc:
-            raise FlowError(f"{self._what}: PostgreSQL refused the epoch's rows: {exc}") from exc
-        seq = self._seq
-        self._seq += 1
-        return seq
+        """The epoch closed: its rows and its number in one transaction (none without rows)."""
+        if self._rows:
+            self._run(self._commit)
+            self._rows = []
+            self._done += 1
+        return self._done
 
     def close(self) -> None:
-        if self._pending:
+        if self._rows:
             self.snapshot()
-        self._conn.close()
+        self._close()
 
 
 class PostgresSink(FixedPartitionedSink[dict[str, Any], int]):
