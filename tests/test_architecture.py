@@ -39,7 +39,18 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "worker": ("base", "progress", "communication", "dataflow"),
     "execute": ("base", "progress", "communication", "dataflow", "worker"),
     "recovery": ("base",),
-    "flow": ("base", "progress", "communication", "dataflow", "worker", "execute", "recovery"),
+    # beside the package: the optional extras' modules (a flow serves its metrics)
+    "metrics": ("base", "progress", "communication", "dataflow", "worker", "execute"),
+    "flow": (
+        "base",
+        "progress",
+        "communication",
+        "dataflow",
+        "worker",
+        "execute",
+        "recovery",
+        "metrics",
+    ),
     "top": (
         "base",
         "progress",
@@ -48,6 +59,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "worker",
         "execute",
         "recovery",
+        "metrics",
         "flow",
     ),
     "spark": (
@@ -58,19 +70,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "worker",
         "execute",
         "recovery",
+        "metrics",
         "flow",
         "top",
-    ),
-    # beside the package: the optional extras' modules
-    "metrics": (
-        "base",
-        "progress",
-        "communication",
-        "dataflow",
-        "worker",
-        "execute",
-        "recovery",
-        "flow",
     ),
     "testing": (
         "base",

@@ -161,3 +161,288 @@ def test_seconds_are_measured_only_while_timing_is_on():
 def test_serve_refuses_what_is_not_a_worker():
     with pytest.raises(ConfigError, match="needs a Worker"):
         timelypy.metrics.serve("worker 0")
+
+
+# -- metrics for every flow: metrics_port= on run, run_cluster, run_main, cluster_main, the CLI --
+
+GATED_FLOW = '''
+import datetime
+import os
+from pathlib import Path
+
+import timelypy.flow.operators as op
+from timelypy.flow import Dataflow
+from timelypy.flow.sinks import DynamicSink, StatelessSinkPartition
+from timelypy.flow.sources import DynamicSource, StatelessSourcePartition
+
+
+class Gated(StatelessSourcePartition):
+    """Three items per worker, then nothing until the gate file exists, then the end."""
+
+    def __init__(self, gate):
+        self.gate, self.sent = Path(gate), False
+
+    def next_batch(self):
+        if not self.sent:
+            self.sent = True
+            return [1, 2, 3]
+        if self.gate.exists():
+            raise StopIteration()
+        return []
+
+    def next_awake(self):
+        return datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=0.02)
+
+
+class GatedSource(DynamicSource):
+    def __init__(self, gate):
+        self.gate = gate
+
+    def build(self, step_id, worker_index, worker_count):
+        return Gated(self.gate)
+
+
+class Drop(StatelessSinkPartition):
+    def write_batch(self, items):
+        pass
+
+
+class DropSink(DynamicSink):
+    def build(self, step_id, worker_index, worker_count):
+        return Drop()
+
+
+def make(gate):
+    flow = Dataflow("gated")
+    numbers = op.input("numbers", flow, GatedSource(gate))
+    op.output("out", op.map("double", numbers, lambda x: 2 * x), DropSink())
+    return flow
+
+
+flow = make(os.environ.get("GATE", "gate"))
+'''
+
+#: How long a test waits for a flow's endpoint to serve its first records.
+SCRAPE_DEADLINE = 60.0
+
+
+def gated_module(tmp_path):
+    """Import the gated flow's module (written to ``tmp_path``) and return it."""
+    import importlib.util
+
+    path = tmp_path / "gatedflow.py"
+    path.write_text(GATED_FLOW)
+    spec = importlib.util.spec_from_file_location(f"gatedflow_{id(tmp_path)}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def scrape_until_counted(port: int, step: str, records: int) -> dict:
+    """Scrape ``port`` until ``step`` has consumed ``records`` records (bounded by a deadline).
+
+    The endpoint may not be up yet (a process still starting) and the flow may
+    not have read its items yet: both are waited for, never slept through.
+    """
+    import time
+
+    deadline = time.monotonic() + SCRAPE_DEADLINE
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            samples = scrape(port)
+        except OSError as exc:  # not listening yet
+            last = exc
+        else:
+            counted = sum(
+                value
+                for (name, labels), value in samples.items()
+                if name == "timelypy_operator_records_in_total" and dict(labels)["operator"] == step
+            )
+            if counted >= records:
+                return samples
+            last = samples
+        time.sleep(0.05)
+    raise AssertionError(f"port {port} never counted {records} records into {step}: {last}")
+
+
+def refused(port: int) -> bool:
+    try:
+        scrape(port)
+    except OSError:
+        return True
+    return False
+
+
+def test_run_serves_a_flows_metrics_while_it_runs_and_stops_after(tmp_path):
+    pytest.importorskip("prometheus_client")
+    gate = tmp_path / "gate"
+    flow = gated_module(tmp_path).make(str(gate))
+    from timelypy.flow import run
+
+    running = run(flow, metrics_port=0)
+    try:
+        port = running.metrics_port
+        assert isinstance(port, int) and port > 0
+        samples = scrape_until_counted(port, "gated.double", 3)
+        double = {
+            dict(labels)["worker"]: value
+            for (name, labels), value in samples.items()
+            if name == "timelypy_operator_records_out_total"
+            and dict(labels)["operator"] == "gated.double"
+        }
+        assert double == {"0": 3}
+        assert refused(port) is False  # still running: the gate is closed
+    finally:
+        gate.touch()
+        running.wait()
+    assert refused(port), "the endpoint outlived the run"
+
+
+def run_catching(start, flow, errors: list) -> None:
+    try:
+        start(flow)
+    except BaseException as exc:
+        errors.append(exc)
+
+
+def test_run_main_and_cluster_main_serve_while_they_run(tmp_path):
+    pytest.importorskip("prometheus_client")
+    import threading
+
+    from timelypy.communication.config import free_ports
+    from timelypy.flow.testing import cluster_main, run_main
+
+    module = gated_module(tmp_path)
+    (port,) = free_ports(1)
+    starts = {
+        "run_main": lambda flow: run_main(flow, metrics_port=port),
+        # one process of a cluster: process 0 serves on the port itself
+        "cluster_main": lambda flow: cluster_main(flow, [], 0, metrics_port=port),
+    }
+    for name, start in starts.items():
+        gate = tmp_path / f"gate-{name}"
+        errors: list[BaseException] = []
+        thread = threading.Thread(
+            target=run_catching, args=(start, module.make(str(gate)), errors), daemon=True
+        )
+        thread.start()
+        try:
+            scrape_until_counted(port, "gated.double", 3)
+        finally:
+            gate.touch()
+            thread.join(60)
+        assert not thread.is_alive() and errors == [], (name, errors)
+        assert refused(port), f"{name}: the endpoint outlived the run"
+
+
+def test_run_cluster_serves_one_port_per_process(tmp_path):
+    pytest.importorskip("prometheus_client")
+    import threading
+
+    from timelypy.communication.config import free_ports
+    from timelypy.flow import run_cluster
+
+    gate = tmp_path / "gate"
+    flow = gated_module(tmp_path).make(str(gate))
+    # two consecutive free ports: process I serves on port + I
+    port = next(p for p in sorted(free_ports(8)) if not taken(p + 1))
+    results: list = []
+    thread = threading.Thread(
+        target=lambda: results.append(
+            run_cluster(flow, proc_count=2, worker_count_per_proc=2, metrics_port=port)
+        ),
+        daemon=True,
+    )
+    thread.start()
+    try:
+        for process in (0, 1):
+            samples = scrape_until_counted(port + process, "gated.double", 6)
+            workers = {
+                dict(labels)["worker"]
+                for (name, labels), _ in samples.items()
+                if name == "timelypy_operator_records_in_total"
+            }
+            # each process reports its own two workers
+            assert workers == {str(2 * process), str(2 * process + 1)}, (process, workers)
+    finally:
+        gate.touch()
+        thread.join(120)
+    assert results == [[]]
+
+
+def taken(port: int) -> bool:
+    """True if ``port`` is taken on 127.0.0.1 (so it cannot serve)."""
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def test_the_cli_serves_metrics_from_the_environment(tmp_path):
+    pytest.importorskip("prometheus_client")
+    import os
+    import subprocess
+    import sys
+
+    from timelypy.communication.config import free_ports
+
+    (tmp_path / "gatedflow.py").write_text(GATED_FLOW)
+    (port,) = free_ports(1)
+    env = dict(os.environ, TIMELYPY_METRICS_PORT=str(port), GATE=str(tmp_path / "gate"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "timelypy.flow", "gatedflow:flow", "-w", "2"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        samples = scrape_until_counted(port, "gated.double", 6)
+        seconds = [
+            value
+            for (name, labels), value in samples.items()
+            if name == "timelypy_operator_seconds_total"
+        ]
+        assert seconds and all(value >= 0 for value in seconds)
+    finally:
+        (tmp_path / "gate").touch()
+        _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+
+
+def test_a_bad_or_taken_metrics_port_is_a_clear_error_before_the_run(tmp_path):
+    pytest.importorskip("prometheus_client")
+    import socket
+    import subprocess
+    import sys
+
+    from timelypy.flow import Dataflow, run
+
+    flow = Dataflow()
+    flow.map(lambda x: x)
+    flow.capture()
+    with pytest.raises(ConfigError, match="metrics_port must be an int from 0 to 65535"):
+        run(flow, [(0, 1)], metrics_port=70000)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=f"cannot serve metrics on 127.0.0.1:{port}"):
+            run(flow, [(0, 1)], metrics_port=port)
+        (tmp_path / "gatedflow.py").write_text(GATED_FLOW)
+        result = subprocess.run(
+            [sys.executable, "-m", "timelypy.flow", "gatedflow:flow", "--metrics-port", str(port)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -17,6 +17,12 @@ process options as long options:
   store in ``DIR``; ``-s/--snapshot-interval`` is the epoch length of the
   stream graph's sources in seconds (snapshots are taken as epochs close);
   ``-b/--backup-interval`` is accepted for bytewax's sake;
+  ``--allow-non-restored-state`` drops stored state that no step of the
+  flow claims (a renamed step's) instead of refusing to run;
+* ``--metrics-port PORT`` -- serve the operators' metrics to Prometheus at
+  ``http://127.0.0.1:PORT+I/metrics`` while the flow runs, ``I`` being the
+  process's index (``--metrics-host`` to listen elsewhere; see
+  :mod:`timelypy.metrics`);
 * ``--progress`` -- a live progress line on standard error (a terminal).
 
 An epoch chain's ``capture()`` without an output config prints its items.
@@ -43,6 +49,7 @@ from typing import Any
 from timelypy.communication.config import Config, parse_hostfile
 from timelypy.errors import ConfigError, FlowError, RecoveryError
 from timelypy.execute import execute
+from timelypy.flow._metrics import built_hook, start_metrics
 from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.driver import EPOCH_INTERVAL, FlowWorker, flow_program
 from timelypy.flow.outputs import print_batch
@@ -63,6 +70,8 @@ ENVIRONMENT = {
     "snapshot_interval": "TIMELYPY_SNAPSHOT_INTERVAL",
     "backup_interval": "TIMELYPY_BACKUP_INTERVAL",
     "commit_interval": "TIMELYPY_COMMIT_INTERVAL",
+    "metrics_port": "TIMELYPY_METRICS_PORT",
+    "metrics_host": "TIMELYPY_METRICS_HOST",
 }
 
 
@@ -149,6 +158,25 @@ def parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         default=_env("commit_interval"),
         help="seconds between a worker's snapshot commits (default 0.05)",
+    )
+    p.add_argument(
+        "--allow-non-restored-state",
+        action="store_true",
+        default=None,
+        help="drop stored state that no step claims (a renamed step's) instead of refusing",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        default=_env("metrics_port"),
+        help="serve Prometheus metrics on PORT (+ the process's index) while the flow runs",
+    )
+    p.add_argument(
+        "--metrics-host",
+        metavar="HOST",
+        default=_env("metrics_host") or "127.0.0.1",
+        help="the address the metrics endpoint listens on (default 127.0.0.1)",
     )
     p.add_argument("--progress", action="store_true", help="a live progress line on stderr")
     p.add_argument(
@@ -253,16 +281,24 @@ def _config(args: argparse.Namespace) -> Config:
 
 
 def _recovery(args: argparse.Namespace) -> RecoveryConfig | None:
+    allow = bool(args.allow_non_restored_state)
     if args.recovery_directory is None:
         if args.commit_interval is not None:
             raise ConfigError("--commit-interval needs -r DIR (a recovery store)")
+        if allow:
+            raise ConfigError("--allow-non-restored-state needs -r DIR (a recovery store)")
         return None
     backup = (
         None if args.backup_interval is None else datetime.timedelta(seconds=args.backup_interval)
     )
     if args.commit_interval is None:
-        return RecoveryConfig(args.recovery_directory, backup)
-    return RecoveryConfig(args.recovery_directory, backup, commit_interval=args.commit_interval)
+        return RecoveryConfig(args.recovery_directory, backup, allow_non_restored_state=allow)
+    return RecoveryConfig(
+        args.recovery_directory,
+        backup,
+        commit_interval=args.commit_interval,
+        allow_non_restored_state=allow,
+    )
 
 
 def _launch(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -311,10 +347,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if interval < 0:
             raise ConfigError(f"-s/--snapshot-interval must be >= 0, got {interval}")
         flow = load_flow(args.import_str)
+        server = start_metrics(args.metrics_port, args.metrics_host, args.process_id or 0)
     except (ConfigError, FlowError, RecoveryError, OSError) as exc:
         print(f"timelypy.flow: {exc}", file=sys.stderr)
         return 2
     if flow.has_chain and flow.input_config is None:
+        if server is not None:
+            server.close()
         print(
             f"timelypy.flow: {args.import_str!r} has no input step: start the flow with "
             "flow.input(step_id, input_config) or op.input to run it from the command line",
@@ -336,7 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 collect_on=None,
                 recovery_config=recovery,
                 epoch_interval=interval,
-                on_built=show if args.progress else None,
+                on_built=built_hook(server, show if args.progress else None),
             ),
         )
         for line in lines[:1]:
@@ -360,6 +399,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "  (--traceback or TIMELYPY_TRACEBACK=1 for the whole traceback)", file=sys.stderr
             )
         return 1
+    finally:
+        if server is not None:
+            server.close()
     return 0
 
 

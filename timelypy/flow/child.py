@@ -27,11 +27,15 @@ def main() -> None:
     from timelypy.communication.config import Config
     from timelypy.communication.network import ClusterNetwork
     from timelypy.execute import initialize_from
+    from timelypy.flow._metrics import built_hook, start_metrics
     from timelypy.flow.driver import flow_program
 
-    flow, source, recovery_config, epoch_interval = cloudpickle.loads(data[8 + length :])
+    flow, source, recovery_config, epoch_interval, (metrics_port, metrics_host) = cloudpickle.loads(
+        data[8 + length :]
+    )
     config = Config.cluster(workers, len(addresses), proc_id, addresses)
     transport = ClusterTransport(ClusterNetwork(config, secret))
+    server = start_metrics(metrics_port, metrics_host, proc_id)
 
     def collected_on_worker_0(epoch: int, items: list[Any]) -> None:
         raise AssertionError("run_cluster collects captured items on worker 0")
@@ -46,6 +50,7 @@ def main() -> None:
             collect_on=0,
             recovery_config=recovery_config,
             epoch_interval=epoch_interval,
+            on_built=built_hook(server),
         ),
     )
 

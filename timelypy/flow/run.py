@@ -16,6 +16,11 @@ All three run the same program on every worker
 (:func:`timelypy.flow.driver.flow_program`) through :func:`timelypy.execute`.
 A user function that raises on any worker stops every worker and is
 re-raised here, with notes naming the step and the worker.
+
+``metrics_port=PORT`` serves the operators' metrics to Prometheus while the
+flow runs (:mod:`timelypy.metrics`): process ``I`` of a cluster at
+``http://127.0.0.1:PORT+I/metrics`` (``metrics_host`` to listen elsewhere);
+``0`` lets the system choose (:attr:`FlowRun.metrics_port` says which).
 """
 
 from __future__ import annotations
@@ -40,8 +45,14 @@ from timelypy.communication.network import ClusterNetwork
 from timelypy.communication.transport import ProcessTransport, Transport
 from timelypy.errors import ClusterError, ConfigError, FlowError
 from timelypy.execute import execute, initialize_from
+from timelypy.flow._metrics import built_hook, start_metrics
 from timelypy.flow.dataflow import Dataflow
-from timelypy.flow.driver import EPOCH_INTERVAL, FlowCancelled, PairsInput, flow_program
+from timelypy.flow.driver import (
+    EPOCH_INTERVAL,
+    FlowCancelled,
+    PairsInput,
+    flow_program,
+)
 from timelypy.flow.inputs import InputConfig
 from timelypy.recovery import RecoveryConfig
 
@@ -173,6 +184,9 @@ class FlowRun(Iterator[tuple[int, Any]]):
     raises its error, if it failed.
     """
 
+    #: The port this process serves the flow's metrics on (``None`` without ``metrics_port``).
+    metrics_port: int | None = None
+
     def __init__(
         self,
         flow: Dataflow,
@@ -181,6 +195,8 @@ class FlowRun(Iterator[tuple[int, Any]]):
         worker_count_per_proc: int,
         recovery_config: RecoveryConfig | None,
         epoch_interval: Any = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
     ) -> None:
         self._closed = True
         self._reading = False
@@ -189,6 +205,9 @@ class FlowRun(Iterator[tuple[int, Any]]):
         _positive(worker_count_per_proc, "worker_count_per_proc")
         interval = _epoch_interval(epoch_interval)
         _recovery(recovery_config)
+        self._metrics = start_metrics(metrics_port, metrics_host)
+        if self._metrics is not None:
+            self.metrics_port = self._metrics.port
         captured = self._captured = _Handoff(QUEUE_ITEMS)
         cancelled = self._cancelled = threading.Event()
 
@@ -204,6 +223,7 @@ class FlowRun(Iterator[tuple[int, Any]]):
             cancelled=cancelled,
             recovery_config=recovery_config,
             epoch_interval=interval,
+            on_built=built_hook(self._metrics),
         )
         self._children: list[subprocess.Popen[bytes]] = []
         self._watching = threading.Event()
@@ -212,9 +232,21 @@ class FlowRun(Iterator[tuple[int, Any]]):
             config = Config.process(worker_count_per_proc)
             transport = ProcessTransport(worker_count_per_proc)
         else:
-            config, secret, self._children = spawn_cluster(
-                flow, source, proc_count, worker_count_per_proc, recovery_config, interval
-            )
+            try:
+                config, secret, self._children = spawn_cluster(
+                    flow,
+                    source,
+                    proc_count,
+                    worker_count_per_proc,
+                    recovery_config,
+                    interval,
+                    metrics_port=metrics_port,
+                    metrics_host=metrics_host,
+                )
+            except BaseException:
+                if self._metrics is not None:
+                    self._metrics.close()
+                raise
             network = ClusterNetwork(config, secret)
             transport = ClusterTransport(network)
             threading.Thread(
@@ -287,6 +319,8 @@ class FlowRun(Iterator[tuple[int, Any]]):
             self._thread.join(5.0)
         self._watching.set()
         _reap(self._children)
+        if self._metrics is not None:
+            self._metrics.close()
 
     def __del__(self) -> None:
         if getattr(self, "_closed", True):
@@ -306,9 +340,20 @@ def _stream(
     worker_count_per_proc: int,
     recovery_config: RecoveryConfig | None = None,
     epoch_interval: Any = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> FlowRun:
     """Run the flow in a background thread (and helper processes); iterate what it captures."""
-    return FlowRun(flow, inp, proc_count, worker_count_per_proc, recovery_config, epoch_interval)
+    return FlowRun(
+        flow,
+        inp,
+        proc_count,
+        worker_count_per_proc,
+        recovery_config,
+        epoch_interval,
+        metrics_port,
+        metrics_host,
+    )
 
 
 def _recovery(config: Any) -> None:
@@ -324,6 +369,8 @@ def run(
     *,
     recovery_config: RecoveryConfig | None = None,
     epoch_interval: datetime.timedelta | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> FlowRun:
     """Run ``flow`` on one worker; iterate ``(epoch, item)`` for each captured item.
 
@@ -333,7 +380,9 @@ def run(
     Items come out as they are captured, in no particular order within an
     epoch.  The flow runs to its end even if nothing is read (see
     :class:`FlowRun`).  ``epoch_interval`` is the epoch length of the
-    stream graph's sources (default 10 s).
+    stream graph's sources (default 10 s).  ``metrics_port`` serves the
+    operators' metrics to Prometheus while the flow runs (see
+    :mod:`timelypy.metrics`).
 
     >>> from operator import add
     >>> from timelypy.flow import Dataflow, run
@@ -351,7 +400,7 @@ def run(
     1 ('do', 1)
     1 ('to', 1)
     """
-    return _stream(flow, inp, 1, 1, recovery_config, epoch_interval)
+    return _stream(flow, inp, 1, 1, recovery_config, epoch_interval, metrics_port, metrics_host)
 
 
 def run_cluster(
@@ -362,6 +411,8 @@ def run_cluster(
     *,
     recovery_config: RecoveryConfig | None = None,
     epoch_interval: datetime.timedelta | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> list[tuple[int, Any]]:
     """Run ``flow`` on ``proc_count`` local processes of ``worker_count_per_proc`` workers each.
 
@@ -370,6 +421,7 @@ def run_cluster(
     extra processes are started here (the flow and its input config travel
     to them with cloudpickle) and stopped when the run ends or fails.
     ``inp`` as for :func:`run`: pairs are read by worker 0 only.
+    ``metrics_port``: process ``I`` serves its metrics on ``metrics_port + I``.
 
     >>> from timelypy.flow import Dataflow, run_cluster
     >>> flow = Dataflow(); flow.map(lambda x: x + 1); flow.capture()
@@ -377,7 +429,16 @@ def run_cluster(
     [(0, 1), (1, 2), (2, 3), (3, 4)]
     """
     return list(
-        _stream(flow, inp, proc_count, worker_count_per_proc, recovery_config, epoch_interval)
+        _stream(
+            flow,
+            inp,
+            proc_count,
+            worker_count_per_proc,
+            recovery_config,
+            epoch_interval,
+            metrics_port,
+            metrics_host,
+        )
     )
 
 
@@ -390,6 +451,8 @@ def cluster_main(
     *,
     recovery_config: RecoveryConfig | None = None,
     epoch_interval: datetime.timedelta | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> None:
     """Run this process's part (``proc_id``) of a cluster of ``len(addresses)`` processes.
 
@@ -397,7 +460,8 @@ def cluster_main(
     the cluster's shared secret in ``TIMELYPY_SECRET`` (or
     ``TIMELYPY_SECRET_FILE``).  Every ``capture`` needs an output config:
     each worker writes its own items.  ``input_config`` may be left out if
-    the flow starts with an ``input`` step.
+    the flow starts with an ``input`` step.  ``metrics_port``: this process
+    serves its metrics on ``metrics_port + proc_id``.
     """
     source = _input(flow, input_config)
     if isinstance(source, PairsInput):
@@ -415,17 +479,23 @@ def cluster_main(
         config = Config.process(worker_count_per_proc)
     _recovery(recovery_config)
     interval = _epoch_interval(epoch_interval)
-    execute(
-        config,
-        flow_program(
-            flow,
-            source,
-            None,
-            collect_on=None,
-            recovery_config=recovery_config,
-            epoch_interval=interval,
-        ),
-    )
+    server = start_metrics(metrics_port, metrics_host, proc_id)
+    try:
+        execute(
+            config,
+            flow_program(
+                flow,
+                source,
+                None,
+                collect_on=None,
+                recovery_config=recovery_config,
+                epoch_interval=interval,
+                on_built=built_hook(server),
+            ),
+        )
+    finally:
+        if server is not None:
+            server.close()
 
 
 def cli_main(
@@ -436,12 +506,14 @@ def cli_main(
     addresses: Sequence[str] | None = None,
     epoch_interval: datetime.timedelta | None = None,
     recovery_config: RecoveryConfig | None = None,
+    metrics_port: int | None = None,
 ) -> None:
     """Run ``flow`` as ``python -m timelypy.flow`` would (bytewax's ``bytewax.run.cli_main``).
 
     ``workers_per_process`` worker threads; with ``process_id`` and
     ``addresses`` (every process's ``host:port``), this process of a
     cluster, whose shared secret is in ``TIMELYPY_SECRET``.
+    ``metrics_port`` as for :func:`cluster_main`.
     """
     from timelypy.flow.testing import cluster_main as run_process
 
@@ -455,6 +527,7 @@ def cli_main(
             epoch_interval=epoch_interval,
             recovery_config=recovery_config,
             worker_count_per_proc=workers_per_process,
+            metrics_port=metrics_port,
         )
         return
     run_process(
@@ -464,6 +537,7 @@ def cli_main(
         epoch_interval=epoch_interval,
         recovery_config=recovery_config,
         worker_count_per_proc=workers_per_process,
+        metrics_port=metrics_port,
     )
 
 
@@ -474,6 +548,9 @@ def spawn_cluster(
     worker_count_per_proc: int,
     recovery_config: RecoveryConfig | None = None,
     epoch_interval: float = EPOCH_INTERVAL,
+    *,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> tuple[Config, bytes, list[subprocess.Popen[bytes]]]:
     """Start processes ``1..proc_count-1`` of a local cluster; return process 0's config.
 
@@ -483,7 +560,8 @@ def spawn_cluster(
     environment or the command line.  Functions defined in your script
     travel by value (cloudpickle), so a script needs no ``if __name__ ==
     "__main__"`` guard.  The children send their captures to worker 0, in
-    this process.
+    this process.  With ``metrics_port``, process ``I`` serves its metrics
+    on ``metrics_port + I``.
     """
     ports = free_ports(proc_count)
     addresses = [f"127.0.0.1:{port}" for port in ports]
@@ -492,7 +570,9 @@ def spawn_cluster(
         PairsInput(()) if isinstance(source, PairsInput) else source
     )
     try:
-        program = cloudpickle.dumps((flow, child_source, recovery_config, epoch_interval))
+        program = cloudpickle.dumps(
+            (flow, child_source, recovery_config, epoch_interval, (metrics_port, metrics_host))
+        )
     except Exception as exc:
         raise FlowError(
             f"run_cluster sends the flow and its input config to its other processes with "

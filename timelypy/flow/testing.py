@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from timelypy.communication.config import Config
 from timelypy.errors import FlowError
 from timelypy.execute import execute
+from timelypy.flow._metrics import built_hook, start_metrics
 from timelypy.flow.dataflow import Dataflow, Stream
 from timelypy.flow.driver import EPOCH_INTERVAL, flow_program
 from timelypy.flow.sinks import DynamicSink, StatelessSinkPartition
@@ -262,24 +263,47 @@ def run_main(
     *,
     epoch_interval: datetime.timedelta | None = None,
     recovery_config: RecoveryConfig | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> None:
     """Run ``flow`` on one worker in this thread until its inputs end.
 
     ``epoch_interval`` is how long an epoch of the sources lasts (default
     10 s); snapshots are taken as epochs close.  A source raising
     :class:`~timelypy.flow.inputs.AbortExecution` stops the run (it returns).
+    ``metrics_port`` serves the operators' metrics to Prometheus while the
+    flow runs (:mod:`timelypy.metrics`).
     """
     _check(flow, recovery_config)
-    program = flow_program(
-        flow,
-        None,
-        epoch_interval=_interval(epoch_interval),
-        recovery_config=recovery_config,
-    )
+    _run(flow, Config.process(1), 0, epoch_interval, recovery_config, metrics_port, metrics_host)
+
+
+def _run(
+    flow: Dataflow,
+    config: Config,
+    proc_id: int,
+    epoch_interval: datetime.timedelta | None,
+    recovery_config: RecoveryConfig | None,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> None:
+    interval = _interval(epoch_interval)
+    server = start_metrics(metrics_port, metrics_host, proc_id)
     try:
-        execute(Config.process(1), program)
+        program = flow_program(
+            flow,
+            None,
+            collect_on=None,
+            epoch_interval=interval,
+            recovery_config=recovery_config,
+            on_built=built_hook(server),
+        )
+        execute(config, program)
     except AbortExecution:
         return
+    finally:
+        if server is not None:
+            server.close()
 
 
 def cluster_main(
@@ -290,12 +314,16 @@ def cluster_main(
     epoch_interval: datetime.timedelta | None = None,
     recovery_config: RecoveryConfig | None = None,
     worker_count_per_proc: int = 1,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> None:
     """Run process ``proc_id`` of a cluster of ``len(addresses)`` processes (``host:port`` each).
 
     Start one process per address with the same ``addresses`` and the
     cluster's shared secret in ``TIMELYPY_SECRET`` (or
     ``TIMELYPY_SECRET_FILE``); an empty ``addresses`` runs one process.
+    ``metrics_port``: this process serves its metrics on ``metrics_port +
+    proc_id`` (:mod:`timelypy.metrics`).
     """
     _check(flow, recovery_config)
     addresses = list(addresses)
@@ -305,17 +333,7 @@ def cluster_main(
         if proc_id != 0:
             raise FlowError(f"proc_id {proc_id} is out of range for a single process")
         config = Config.process(worker_count_per_proc)
-    program = flow_program(
-        flow,
-        None,
-        collect_on=None,
-        epoch_interval=_interval(epoch_interval),
-        recovery_config=recovery_config,
-    )
-    try:
-        execute(config, program)
-    except AbortExecution:
-        return
+    _run(flow, config, proc_id, epoch_interval, recovery_config, metrics_port, metrics_host)
 
 
 _outs = itertools.count()
