@@ -882,7 +882,15 @@ def test_the_cli_names_a_bad_target(target, message):
 def test_the_cli_reports_a_failing_build_and_bad_options():
     failed = cli("tests.visualize_fixtures:broken")
     assert failed.returncode == 1
-    assert "RuntimeError: broken build function" in failed.stderr
+    first, hint = failed.stderr.splitlines()
+    assert first == (
+        "timelypy.visualize: building tests.visualize_fixtures:broken failed: "
+        "RuntimeError: broken build function"
+    )
+    assert "--traceback" in hint and "Traceback" not in failed.stderr
+    traced = cli("tests.visualize_fixtures:broken", "--traceback")
+    assert traced.returncode == 1
+    assert "Traceback" in traced.stderr and "RuntimeError: broken build function" in traced.stderr
     bad_format = cli("tests.visualize_fixtures:flow", "--format", "svg")
     assert bad_format.returncode == 2
     assert "invalid choice: 'svg'" in bad_format.stderr

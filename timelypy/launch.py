@@ -1,6 +1,7 @@
 """Start a multi-process computation on this machine.
 
     python -m timelypy.launch -n 2 -w 2 SCRIPT [ARGS...]
+    python -m timelypy.launch -n 2 -m MODULE [ARGS...]
 
 starts ``-n`` processes of ``SCRIPT --processes N --process I --workers W --hostfile FILE ARGS...``
 (the script reads them with :func:`timelypy.execute_from_args`), with
@@ -8,17 +9,19 @@ starts ``-n`` processes of ``SCRIPT --processes N --process I --workers W --host
 * a fresh shared secret for this run in ``TIMELYPY_SECRET`` (unless
   ``TIMELYPY_SECRET`` or ``TIMELYPY_SECRET_FILE`` is already set), so only
   these processes can join the cluster;
-* free ports on 127.0.0.1 written to a temporary host file (unless ``-h``
-  gives one);
+* free ports on 127.0.0.1 written to a temporary host file (unless
+  ``--hostfile`` gives one);
 * every line a process prints prefixed with ``[I]``, its process index;
 * Ctrl-C forwarded to every process.
 
-The launcher's own options (``-n``, default 2; ``-w``; ``-h``;
-``--serializer``; ``--help``) come before ``SCRIPT`` and are read by the same
-parser as a program's Timely options
-(:func:`~timelypy.communication.config.parse_arguments`); everything after
-``SCRIPT`` is passed to it verbatim.  It takes no ``-p``: it gives every
-process its own.  A usage error exits with 2.
+The launcher's own options come before ``SCRIPT`` (``-n/--processes``,
+default 2; ``-w/--workers``, default 1; ``--hostfile``; ``--serializer``;
+``-h/--help``), each with a ``TIMELYPY_*`` environment default
+(``TIMELYPY_PROCESSES``, ``TIMELYPY_WORKERS_PER_PROCESS``,
+``TIMELYPY_HOSTFILE``, ``TIMELYPY_SERIALIZER``); everything after
+``SCRIPT`` is passed to it verbatim.  It takes no ``--process``: it gives
+every process its own.  Timely's ``-h HOSTFILE`` is ``--hostfile HOSTFILE``
+here (``-h`` is help, as in every Python tool).  A usage error exits with 2.
 
 If a process fails, the others stop too (they detect it themselves within
 seconds; the launcher terminates any that linger, after
@@ -32,6 +35,7 @@ process did.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import secrets
@@ -45,16 +49,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from timelypy.communication.config import Config, free_ports, parse_arguments
+from timelypy.communication.config import Config, free_ports
 from timelypy.communication.secret import SECRET_ENV, SECRET_FILE_ENV
 from timelypy.errors import ConfigError
 
 __all__ = [
     "main",
-    "free_ports",
+    "parser",
     "parse_launch_args",
     "LaunchOptions",
-    "USAGE",
     "GRACE_SECONDS",
     "KILLED_GRACE_SECONDS",
 ]
@@ -63,6 +66,30 @@ __all__ = [
 GRACE_SECONDS = 10.0
 #: The same after one was killed by a signal (it may never have met its peers).
 KILLED_GRACE_SECONDS = 2.0
+
+#: The environment variables that give the options' defaults, by option.
+ENVIRONMENT = {
+    "processes": "TIMELYPY_PROCESSES",
+    "workers": "TIMELYPY_WORKERS_PER_PROCESS",
+    "hostfile": "TIMELYPY_HOSTFILE",
+    "serializer": "TIMELYPY_SERIALIZER",
+}
+
+#: The launcher's options that take a value (so the script is the first other word).
+_VALUED = frozenset(
+    {
+        "-n",
+        "--processes",
+        "-w",
+        "--workers",
+        "--workers-per-process",
+        "--hostfile",
+        "--serializer",
+        "-p",
+        "--process",
+        "--progress-mode",
+    }
+)
 
 
 def _relay(stream: IO[bytes], prefix: bytes, out: IO[bytes], lock: threading.Lock) -> None:
@@ -73,24 +100,63 @@ def _relay(stream: IO[bytes], prefix: bytes, out: IO[bytes], lock: threading.Loc
     stream.close()
 
 
-#: The launcher's usage (``--help`` prints it).
-USAGE = """\
-usage: python -m timelypy.launch [-n PROCESSES] [-w WORKERS] [-h HOSTFILE]
-                                 [--serializer msgpack|pickle] (SCRIPT | -m MODULE) [ARGS...]
+def _env(name: str) -> str | None:
+    return os.environ.get(ENVIRONMENT[name]) or None
 
-Start a timelypy computation as several processes on this machine: each runs
-SCRIPT --processes N --process I --workers W --hostfile FILE [--serializer NAME] ARGS...
-(or python -m MODULE ...)
 
-  -n, --processes N     number of processes (default 2)
-  -w, --workers N       worker threads per process (default 1)
-  -h, --hostfile FILE   host:port lines, one per process (default: free local ports)
-  --serializer NAME     how records travel between processes (default: the script's)
-  --help                show this message
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors raised as :class:`ConfigError` (``main`` prints them)."""
 
-Everything after SCRIPT is passed to it verbatim; Timely options the launcher
-does not take (--progress-mode) go there too.  The launcher gives every process
-its own -p."""
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ConfigError(f"{message}\n{self.format_usage().rstrip()}")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The launcher's options (``--help`` prints them); the script and its arguments follow."""
+    p = _Parser(
+        prog="python -m timelypy.launch",
+        usage="python -m timelypy.launch [OPTIONS] (SCRIPT | -m MODULE) [ARGS...]",
+        description=(
+            "Start a timelypy computation as several processes on this machine: each runs "
+            "SCRIPT --processes N --process I --workers W --hostfile FILE ARGS... "
+            "(or python -m MODULE ...). Everything after SCRIPT is passed to it verbatim."
+        ),
+        epilog="Every option also reads its default from the environment: "
+        + ", ".join(f"--{flag} {var}" for flag, var in ENVIRONMENT.items()),
+    )
+    p.add_argument(
+        "-n",
+        "--processes",
+        type=int,
+        metavar="N",
+        default=_env("processes") or 2,
+        help="number of processes (default 2)",
+    )
+    p.add_argument(
+        "-w",
+        "--workers",
+        "--workers-per-process",
+        type=int,
+        metavar="N",
+        default=_env("workers") or 1,
+        help="worker threads per process (default 1)",
+    )
+    p.add_argument(
+        "--hostfile",
+        metavar="FILE",
+        default=_env("hostfile"),
+        help="host:port lines, one per process (default: free local ports)",
+    )
+    p.add_argument(
+        "--serializer",
+        metavar="NAME",
+        default=_env("serializer"),
+        help="how records travel between processes: msgpack or pickle (default: the script's)",
+    )
+    # Timely's flags that are not the launcher's, for a clear error rather than "unknown"
+    p.add_argument("-p", "--process", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--progress-mode", help=argparse.SUPPRESS)
+    return p
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,11 +173,25 @@ class LaunchOptions:
     module: bool = False
 
 
+def _split(argv: list[str]) -> tuple[list[str], bool, list[str]]:
+    """``argv`` as (the launcher's options, whether ``-m``, the script and its arguments)."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-m":
+            return argv[:i], True, argv[i + 1 :]
+        if arg == "--":
+            return argv[:i], False, argv[i + 1 :]
+        if not arg.startswith("-") or arg == "-":
+            return argv[:i], False, argv[i:]
+        i += 2 if arg in _VALUED else 1
+    return argv, False, []
+
+
 def parse_launch_args(argv: Sequence[str]) -> LaunchOptions | None:
     """Read the launcher's command line (without the program name); ``None`` for ``--help``.
 
-    The launcher's options come before the script and are read by Timely's
-    own parser (:func:`~timelypy.communication.config.parse_arguments`);
+    The launcher's options come before the script (or ``-m MODULE``);
     everything after the script is the script's, verbatim.  Raises
     :class:`~timelypy.errors.ConfigError` with a message for the user.
 
@@ -121,22 +201,18 @@ args=('--', '-n', '5'), module=False)
     >>> parse_launch_args(["-n", "3", "-m", "timelypy.flow", "wordcount:flow"]).module
     True
     """
-    argv = list(argv)
-    module = "-m" in argv
-    if module:
-        at = argv.index("-m")
-        # -m is the launcher's only if it comes before the script.
-        module = not parse_arguments(argv[:at], stop_at_free=True, usage=USAGE).free
-    if module:
-        if at + 1 >= len(argv):
-            raise ConfigError(f"-m needs a module name\n{USAGE}")
-        argv = [*argv[:at], "--", *argv[at + 1 :]]
-    given = parse_arguments(argv, stop_at_free=True, usage=USAGE)
-    if given.help:
+    own, module, program = _split(list(argv))
+    if "-h" in own or "--help" in own:
+        if program and "-h" in own and "--help" not in own:
+            raise ConfigError(
+                "-h prints the launcher's help; a host file is --hostfile FILE "
+                "(Timely's -h FILE): python -m timelypy.launch --hostfile FILE SCRIPT"
+            )
         return None
-    if given.process_index is not None:
+    given = parser().parse_args(own)
+    if given.process is not None:
         raise ConfigError(
-            f"-p {given.process_index}: the launcher takes no -p, it starts every process "
+            f"-p {given.process}: the launcher takes no -p, it starts every process "
             "and gives each its own -p (0 to N-1)"
         )
     if given.progress_mode is not None:
@@ -145,15 +221,18 @@ args=('--', '-n', '5'), module=False)
             "(python -m timelypy.launch -n 2 SCRIPT --progress-mode demand ARGS...), "
             "where the script reads it"
         )
-    if not given.free:
-        raise ConfigError(f"no script given\n{USAGE}")
-    processes = 2 if given.processes is None else given.processes
-    workers = 1 if given.workers is None else given.workers
+    if module and not program:
+        raise ConfigError("-m needs a module name: python -m timelypy.launch -m MODULE [ARGS...]")
+    if not program:
+        raise ConfigError(
+            "no script given: python -m timelypy.launch [OPTIONS] (SCRIPT | -m MODULE) [ARGS...]"
+        )
+    processes, workers = int(given.processes), int(given.workers)
     if processes < 1 or workers < 1:
         raise ConfigError("-n and -w must be at least 1")
     if given.serializer is not None:
         Config(serializer=given.serializer)  # says which serializers there are
-    script, *args = given.free
+    script, *args = program
     return LaunchOptions(
         processes, workers, given.hostfile, given.serializer, script, tuple(args), module
     )
@@ -164,13 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = parse_launch_args(sys.argv[1:] if argv is None else argv)
     except ConfigError as exc:
-        print(f"launch: {exc}", file=sys.stderr)
+        print(f"timelypy.launch: {exc}", file=sys.stderr)
         return 2
     if options is None:
-        print(USAGE)
+        parser().print_help()
         return 0
     if not options.module and not Path(options.script).exists():
-        print(f"launch: no such script: {options.script}", file=sys.stderr)
+        print(f"timelypy.launch: no such script: {options.script}", file=sys.stderr)
         return 2
     env = dict(os.environ)
     if not env.get(SECRET_ENV) and not env.get(SECRET_FILE_ENV):

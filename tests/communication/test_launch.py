@@ -32,7 +32,7 @@ from tests.communication.cluster_scripts.harness import (
 )
 from timelypy.communication.secret import SECRET_ENV
 from timelypy.errors import ConfigError
-from timelypy.launch import GRACE_SECONDS, USAGE, LaunchOptions, main, parse_launch_args
+from timelypy.launch import GRACE_SECONDS, LaunchOptions, main, parse_launch_args
 
 #: A secret of our own (long enough to be accepted).
 OURS = "ours-" + "0123456789abcdef" * 2
@@ -144,7 +144,7 @@ def test_script_arguments_are_passed_through(tmp_path: Path) -> None:
 def test_given_hostfile_is_used(tmp_path: Path) -> None:
     hosts, ports = write_hostfile(tmp_path, 2)
     hosts.write_text(f"# the cluster\n\n127.0.0.1:{ports[0]}\n127.0.0.1:{ports[1]}  # second\n")
-    result, _marker = _echo(tmp_path, launcher=("-n", "2", "-h", str(hosts)))
+    result, _marker = _echo(tmp_path, launcher=("-n", "2", "--hostfile", str(hosts)))
     assert result.returncode == 0, result.stdout + result.stderr
     for index, lines in _lines_by_process(result.stdout).items():
         assert f"process {index} address=127.0.0.1:{ports[index]}" in lines
@@ -229,7 +229,7 @@ def test_script_options_after_a_double_dash_reach_the_script(tmp_path: Path) -> 
     ]
 
 
-# -- the launcher's command line (parsed by Timely's own parser; no process starts) ------------
+# -- the launcher's command line (argparse, with environment defaults; no process starts) ------
 
 
 def test_launcher_options_come_before_the_script_and_its_arguments_pass_verbatim() -> None:
@@ -265,8 +265,10 @@ def test_launcher_defaults_to_two_processes_of_one_worker() -> None:
         (["--progress-mode", "demand", "prog.py"], "put it after the script"),
         ([], "no script given"),
         (["-n", "2"], "no script given"),
-        (["-x", "prog.py"], "unknown option '-x'"),
-        (["-n", "two", "prog.py"], "-n needs an integer, got 'two'"),
+        (["-x", "prog.py"], "unrecognized arguments: -x"),
+        (["-n", "two", "prog.py"], "argument -n/--processes: invalid int value: 'two'"),
+        (["-h", "hosts", "prog.py"], "a host file is --hostfile FILE (Timely's -h FILE)"),
+        (["-m"], "-m needs a module name"),
         (["-w", "0", "prog.py"], "-n and -w must be at least 1"),
         (["--serializer", "json", "prog.py"], "unknown serializer 'json'"),
     ],
@@ -278,17 +280,30 @@ def test_launcher_usage_errors_say_what_to_do(args: list[str], message: str) -> 
 
 def test_launcher_usage_errors_exit_with_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["-p", "0", "prog.py"]) == 2
-    assert capsys.readouterr().err.startswith("launch: -p 0: the launcher takes no -p")
+    assert capsys.readouterr().err.startswith("timelypy.launch: -p 0: the launcher takes no -p")
     assert main(["--bogus", "prog.py"]) == 2
-    assert USAGE in capsys.readouterr().err
+    assert "usage: python -m timelypy.launch" in capsys.readouterr().err
 
 
 def test_launcher_help_prints_the_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert parse_launch_args(["-n", "3", "--help"]) is None
+    assert parse_launch_args(["-h"]) is None
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    assert out.strip() == USAGE
-    assert "-h, --hostfile" in out and "default 2" in out
+    assert out.startswith("usage: python -m timelypy.launch")
+    assert "--hostfile FILE" in out and "default 2" in out
+    assert "TIMELYPY_PROCESSES" in out and "TIMELYPY_WORKERS_PER_PROCESS" in out
+
+
+def test_launcher_options_default_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIMELYPY_PROCESSES", "3")
+    monkeypatch.setenv("TIMELYPY_WORKERS_PER_PROCESS", "2")
+    monkeypatch.setenv("TIMELYPY_HOSTFILE", "hosts.txt")
+    options = parse_launch_args(["prog.py"])
+    assert options is not None
+    assert (options.processes, options.workers, options.hostfile) == (3, 2, "hosts.txt")
+    options = parse_launch_args(["-n", "4", "prog.py"])  # the command line wins
+    assert options is not None and options.processes == 4
 
 
 def test_a_process_killed_before_it_met_its_peers_stops_the_run_quickly(tmp_path: Path) -> None:

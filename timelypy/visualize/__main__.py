@@ -7,11 +7,14 @@ builds a runtime dataflow (drawn with
 :func:`~timelypy.visualize.runtime_graph`: built on one worker, not run).
 The attribute may be a dotted path (``module:holder.flow``).  Options:
 
-* ``--format mermaid`` (the default) or ``--format dot``;
-* ``--output FILE`` writes the text to ``FILE`` instead of standard output.
+* ``--format mermaid`` (the default) or ``--format dot``
+  (``TIMELYPY_VISUALIZE_FORMAT``);
+* ``--output FILE`` writes the text to ``FILE`` instead of standard output;
+* ``--traceback`` (or ``TIMELYPY_TRACEBACK=1``) prints the whole traceback
+  of a failure.
 
 Exit status: 0 when the picture was written; 1 when importing the module or
-building the dataflow raised (the traceback is printed); 2 for a usage
+building the dataflow raised (one line names the error); 2 for a usage
 error, a module that cannot be imported, a missing attribute, or an
 attribute that is neither a ``Dataflow`` nor a ``build(scope)`` function
 (the message names the problem).
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -109,10 +113,32 @@ def _parser() -> argparse.ArgumentParser:
         "target", metavar="MODULE:ATTRIBUTE", help="a Dataflow or a build(scope) function"
     )
     parser.add_argument(
-        "--format", choices=sorted(FORMATS), default="mermaid", help="default: mermaid"
+        "--format",
+        choices=sorted(FORMATS),
+        default=os.environ.get("TIMELYPY_VISUALIZE_FORMAT") or "mermaid",
+        help="default: mermaid (TIMELYPY_VISUALIZE_FORMAT)",
     )
     parser.add_argument("--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.add_argument(
+        "--traceback",
+        action="store_true",
+        default=bool(os.environ.get("TIMELYPY_TRACEBACK")),
+        help="print the whole traceback of a failure (TIMELYPY_TRACEBACK=1)",
+    )
     return parser
+
+
+def _failed(args: argparse.Namespace, what: str, exc: Exception) -> int:
+    """Report a failure of the user's code in one line (or its traceback); return 1."""
+    if args.traceback:
+        traceback.print_exc()
+    else:
+        print(
+            f"timelypy.visualize: {what} {args.target} failed: {type(exc).__name__}: {exc}\n"
+            "  (--traceback or TIMELYPY_TRACEBACK=1 for the whole traceback)",
+            file=sys.stderr,
+        )
+    return 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -126,17 +152,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"timelypy.visualize: {exc}", file=sys.stderr)
         return 2
-    except Exception:
-        traceback.print_exc()
-        return 1
+    except Exception as exc:
+        return _failed(args, "importing", exc)
     try:
         if isinstance(value, Dataflow):
             graph = flow_graph(value, name=args.target.partition(":")[2])
         else:
             graph = runtime_graph(value)
-    except Exception:
-        traceback.print_exc()
-        return 1
+    except Exception as exc:
+        return _failed(args, "building", exc)
     text = FORMATS[args.format](graph) + "\n"
     if args.output is None:
         sys.stdout.write(text)
