@@ -113,7 +113,8 @@ def test_appends_are_exactly_once_across_aborts(server, tmp_path):
     r = conn(server)
     got = [int(f["v"]) for key in ("out:a", "out:b") for _, f in r.xrange(key)]
     assert sorted(got) == list(range(60))
-    with pytest.raises(FlowError, match=r"'nowhere\.out' \(stream 's'\).*127\.0\.0\.1:1 after 2"):
+    pattern = r"'nowhere\.out' \(partition 's'\).*127\.0\.0\.1:1 after 2"
+    with pytest.raises(FlowError, match=pattern):
         flow = Dataflow("nowhere")
         sink = RedisStreamSink(
             {"host": "127.0.0.1", "port": 1}, ["s"], connect_attempts=2, retry_seconds=0.01

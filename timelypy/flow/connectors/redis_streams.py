@@ -18,18 +18,24 @@ connection from it.
   again: every entry exactly once.  (A reader of the stream may see an
   entry that a crash then takes back, as with a file.)
 
-Connections are retried ``connect_attempts`` times, ``retry_seconds``
-apart; then the error names the step, the partition and the server.
+A lost connection is retried ``connect_attempts`` times, the pause
+doubling from ``retry_seconds`` (``_retry``): a source partition waits
+without blocking its worker and reads on after the last entry it
+returned; a sink partition deletes what it appended in the epoch it was
+writing and appends the epoch's entries again.  Then the error names the
+step, the partition and the server.  Across a restart of the server, the
+streams are only as durable as the server's persistence (``appendonly
+yes`` keeps every acknowledged entry).
 """
 
 from __future__ import annotations
 
 import datetime
-import time
 from typing import Any
 from zlib import adler32
 
 from timelypy.errors import FlowError
+from timelypy.flow.connectors._retry import Backoff
 from timelypy.flow.sinks import FixedPartitionedSink, StatefulSinkPartition
 from timelypy.flow.sources import FixedPartitionedSource, StatefulSourcePartition
 
@@ -57,44 +63,57 @@ def _describe(client: dict[str, Any] | str) -> str:
     return f"{client.get('host', 'localhost')}:{client.get('port', 6379)}"
 
 
-def _connect(client: dict[str, Any] | str, what: str, attempts: int, pause: float) -> Any:
+def _client(client: dict[str, Any] | str) -> Any:
+    """A client that tries each command once: the partitions retry, bounded (``_retry``)."""
     redis = _redis()
-    for attempt in range(1, attempts + 1):
-        try:
-            if isinstance(client, str):
-                conn = redis.Redis.from_url(client, decode_responses=True)
-            else:
-                conn = redis.Redis(**client, decode_responses=True)
-            conn.ping()
-            return conn
-        except redis.ConnectionError as exc:
-            if attempt == attempts:
-                raise FlowError(
-                    f"{what}: cannot reach Redis at {_describe(client)} after {attempts} "
-                    f"attempts: {exc}"
-                ) from exc
-            time.sleep(pause)
-    raise AssertionError("unreachable")
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    once = {"retry": Retry(NoBackoff(), 0), "decode_responses": True}
+    if isinstance(client, str):
+        return redis.Redis.from_url(client, **once)
+    return redis.Redis(**{**once, **client})
+
+
+def _gone() -> tuple[type[BaseException], ...]:
+    """The errors that mean the server is unreachable (not that it refused a command)."""
+    redis = _redis()
+    return (redis.ConnectionError, redis.TimeoutError)
 
 
 class _Entries(StatefulSourcePartition[tuple[str, dict[str, str]], str]):
     def __init__(self, source: RedisStreamSource, step_id: str, key: str, after: str | None):
         self._source = source
         self._key = key
-        what = f"input step {step_id!r} (stream {key!r})"
-        self._conn = _connect(source.client, what, source.connect_attempts, source.retry_seconds)
+        what = f"input step {step_id!r} (partition {key!r})"
+        self._backoff = Backoff(
+            source.connect_attempts,
+            source.retry_seconds,
+            what,
+            f"Redis at {_describe(source.client)}",
+        )
+        self._conn: Any = None
         self._after = after or "0-0"
         self._end: str | None = None
-        if not source.tail:
-            last = self._conn.xrevrange(key, count=1)
-            self._end = last[0][0] if last else "0-0"
         self._awake: datetime.datetime | None = None
 
     def next_batch(self) -> list[tuple[str, dict[str, str]]]:
-        end = self._end
-        if end is not None and _id(self._after) >= _id(end):
-            raise StopIteration()
-        found = self._conn.xread({self._key: self._after}, count=self._source.batch_size)
+        source = self._source
+        try:
+            if self._conn is None:
+                self._conn = _client(source.client)
+                if not source.tail and self._end is None:
+                    last = self._conn.xrevrange(self._key, count=1)
+                    self._end = last[0][0] if last else "0-0"
+            end = self._end
+            if end is not None and _id(self._after) >= _id(end):
+                raise StopIteration()
+            found = self._conn.xread({self._key: self._after}, count=source.batch_size)
+        except _gone() as exc:
+            self._close()
+            self._awake = self._backoff.awake_after(exc)  # the error once the budget is spent
+            return []
+        self._backoff.reached()
         entries = found[0][1] if found else []
         if end is not None:
             entries = [entry for entry in entries if _id(entry[0]) <= _id(end)]
@@ -113,8 +132,13 @@ class _Entries(StatefulSourcePartition[tuple[str, dict[str, str]], str]):
     def snapshot(self) -> str:
         return self._after
 
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
     def close(self) -> None:
-        self._conn.close()
+        self._close()
 
 
 def _id(entry_id: str) -> tuple[int, int]:
@@ -159,45 +183,103 @@ class RedisStreamSource(FixedPartitionedSource[tuple[str, dict[str, str]], str])
 
 
 class _Appender(StatefulSinkPartition[dict[str, Any], str]):
+    """One stream's appends; the epoch's entries are kept until it closes, to redo them."""
+
     def __init__(self, sink: RedisStreamSink, step_id: str, key: str, resume: str | None) -> None:
+        self._sink = sink
         self._key = key
-        self._what = f"output step {step_id!r} (stream {key!r})"
-        self._conn = _connect(sink.client, self._what, sink.connect_attempts, sink.retry_seconds)
-        self._last = resume or "0-0"
-        # what a failed execution appended after the resume point goes
-        after = self._conn.xrange(key, min=f"({self._last}", max="+")
-        if after:
-            self._conn.xdel(key, *[entry_id for entry_id, _ in after])
-        self._pipe = self._conn.pipeline(transaction=False)
+        self._what = f"output step {step_id!r} (partition {key!r})"
+        self._backoff = Backoff(
+            sink.connect_attempts,
+            sink.retry_seconds,
+            self._what,
+            f"Redis at {_describe(sink.client)}",
+        )
+        self._conn: Any = None
+        self._pipe: Any = None
         self._queued = 0
+        #: the ID of the last entry of the last epoch closed: what a redo rolls back to
+        self._closed = resume or "0-0"
+        #: the ID of the last entry appended
+        self._last = self._closed
+        #: the entries of the epoch being written
+        self._epoch: list[dict[str, Any]] = []
+        self._redo()  # what a failed execution appended after the resume point goes
+
+    def _redo(self) -> None:
+        """Delete what was appended after the last closed epoch; append the epoch's entries again.
+
+        Sleeps between attempts (``_retry``): an epoch cannot close before its
+        entries are in the stream.
+        """
+        while True:
+            try:
+                conn = self._conn = _client(self._sink.client)
+                after = conn.xrange(self._key, min=f"({self._closed}", max="+")
+                if after:
+                    conn.xdel(self._key, *[entry_id for entry_id, _ in after])
+                self._last = self._closed
+                self._pipe = conn.pipeline(transaction=False)
+                self._queued = 0
+                for start in range(0, len(self._epoch), PIPELINE_ENTRIES):
+                    chunk = self._epoch[start : start + PIPELINE_ENTRIES]
+                    for fields in chunk:
+                        self._pipe.xadd(self._key, fields)
+                    self._queued = len(chunk)
+                    self._send()
+                self._backoff.reached()
+                return
+            except _gone() as exc:
+                self._close()
+                self._backoff.sleep(exc)  # the error once the budget is spent
 
     def write_batch(self, values: list[dict[str, Any]]) -> None:
-        pipe, key = self._pipe, self._key
         for fields in values:
             if not isinstance(fields, dict) or not fields:
                 raise TypeError(
                     f"{self._what} appends entries as non-empty dicts of fields, got {fields!r}"
                 )
+        self._epoch.extend(values)
+        if self._pipe is None:
+            return  # the connection was lost: the epoch is redone when it closes
+        pipe, key = self._pipe, self._key
+        for fields in values:
             pipe.xadd(key, fields)
         self._queued += len(values)
         if self._queued >= PIPELINE_ENTRIES:
-            self._send()
+            try:
+                self._send()
+            except _gone():
+                self._close()
 
     def _send(self) -> None:
         """Send the queued appends (a crash before the epoch closes: they are deleted on resume)."""
         if self._queued:
-            ids = self._pipe.execute()
             self._queued = 0
+            ids = self._pipe.execute()
             if ids:
                 self._last = ids[-1]
 
     def snapshot(self) -> str:
-        self._send()
-        return self._last
+        try:
+            if self._pipe is not None:
+                self._send()
+        except _gone():
+            self._close()
+        if self._pipe is None:
+            self._redo()
+        self._closed = self._last
+        self._epoch = []
+        return self._closed
+
+    def _close(self) -> None:
+        conn, self._conn, self._pipe = self._conn, None, None
+        if conn is not None:
+            conn.close()
 
     def close(self) -> None:
         self.snapshot()
-        self._conn.close()
+        self._close()
 
 
 class RedisStreamSink(FixedPartitionedSink[dict[str, Any], str]):

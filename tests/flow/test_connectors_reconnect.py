@@ -1,0 +1,254 @@
+"""The server connectors across a server that goes away mid-run: real servers, stopped for real.
+
+A short outage (the server killed and started again while the flow runs)
+is survived: the output equals a run without it, every row once.  A long
+one (the server killed for good) ends the run with an error that names the
+step, the partition and the server, once the bounded retries are spent.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import timelypy.flow.operators as op
+from timelypy.errors import TimelyError
+from timelypy.flow.dataflow import Dataflow
+from timelypy.flow.sources import FixedPartitionedSource, StatefulSourcePartition
+from timelypy.flow.testing import TestingSink, run_main
+
+from ..servers import postgres_server, redis_server
+
+EPOCH = datetime.timedelta(milliseconds=20)
+
+
+class Ticks(FixedPartitionedSource[tuple[str, int], int]):
+    """``count`` items ``(key, i)``, one every ``every`` seconds (so the flow runs a while)."""
+
+    def __init__(self, count: int, every: float) -> None:
+        self.count, self.every = count, every
+
+    def list_parts(self) -> list[str]:
+        return ["ticks"]
+
+    def build_part(self, step_id: str, for_part: str, resume_state: int | None) -> Any:
+        return _TicksPart(self, resume_state or 0)
+
+
+class _TicksPart(StatefulSourcePartition[tuple[str, int], int]):
+    def __init__(self, source: Ticks, start: int) -> None:
+        self.source, self.next = source, start
+        self.awake = datetime.datetime.now(datetime.UTC)
+
+    def next_batch(self) -> list[tuple[str, int]]:
+        if self.next >= self.source.count:
+            raise StopIteration()
+        i, self.next = self.next, self.next + 1
+        self.awake = datetime.datetime.now(datetime.UTC) + datetime.timedelta(
+            seconds=self.source.every
+        )
+        return [(f"k{i % 7}", i)]
+
+    def next_awake(self) -> datetime.datetime:
+        return self.awake
+
+    def snapshot(self) -> int:
+        return self.next
+
+
+class Outage(threading.Thread):
+    """Once ``ready()`` holds, ``stop()`` the server; after ``seconds``, ``start()`` it again.
+
+    ``seconds=None``: it stays down.  Every wait is bounded.
+    """
+
+    def __init__(
+        self,
+        ready: Callable[[], bool],
+        stop: Callable[[], None],
+        start: Callable[[], None],
+        seconds: float | None,
+    ) -> None:
+        super().__init__(daemon=True)
+        self.ready, self.stop_server, self.start_server = ready, stop, start
+        self.seconds = seconds
+        self.stopped_at: float | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            deadline = time.monotonic() + 60
+            while not self.ready():
+                assert time.monotonic() < deadline, "the flow never got far enough"
+                time.sleep(0.02)
+            self.stop_server()
+            self.stopped_at = time.monotonic()
+            if self.seconds is not None:
+                time.sleep(self.seconds)
+                self.start_server()
+        except BaseException as exc:  # reported by check()
+            self.error = exc
+
+    def check(self) -> None:
+        """The outage happened (and the server is back, if it was to come back)."""
+        self.join(120)
+        assert not self.is_alive() and self.error is None, self.error
+        assert self.stopped_at is not None
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------------
+
+
+def _sql(dsn: str, query: str) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+        cur = conn.execute(query)
+        return cur.fetchall() if cur.description else []
+
+
+def _count(dsn: str, table: str) -> int:
+    try:
+        return int(_sql(dsn, f"SELECT count(*) FROM {table}")[0][0])
+    except Exception:  # the server is starting or going: not yet
+        return 0
+
+
+def _pg_sink_flow(dsn: str, table: str, count: int, attempts: int) -> Dataflow:
+    from timelypy.flow.connectors.postgres import PostgresSink
+
+    flow = Dataflow("pg_outage")
+    rows = op.map(
+        "row", op.input("ticks", flow, Ticks(count, 0.004)), lambda kv: (kv[0], {"n": kv[1]})
+    )
+    sink = PostgresSink(dsn, table, partitions=2, connect_attempts=attempts, retry_seconds=0.2)
+    op.output("out", rows, sink)
+    return flow
+
+
+@pytest.mark.timeout(300)
+def test_postgres_sink_and_source_survive_a_restart_of_the_server():
+    from timelypy.flow.connectors.postgres import PostgresSource
+
+    with postgres_server() as server:
+        dsn = server.dsn
+        _sql(dsn, "CREATE TABLE restarted (n int)")
+        outage = Outage(lambda: _count(dsn, "restarted") >= 60, server.stop, server.start, 0.5)
+        outage.start()
+        run_main(_pg_sink_flow(dsn, "restarted", 400, attempts=10), epoch_interval=EPOCH)
+        outage.check()
+        rows = sorted(n for (n,) in _sql(dsn, "SELECT n FROM restarted"))
+        assert rows == list(range(400))  # none lost, none twice
+
+        # the source reads on after the last key it returned
+        seen: list[Any] = []
+        source = PostgresSource(
+            dsn, "restarted", "n", batch_size=20, connect_attempts=10, retry_seconds=0.2
+        )
+        flow = Dataflow("pg_read")
+        slow = op.map("slow", op.input("rows", flow, source), lambda row: time.sleep(0.003) or row)
+        op.output("out", slow, TestingSink(seen))
+        outage = Outage(lambda: len(seen) >= 100, server.stop, server.start, 0.5)
+        outage.start()
+        run_main(flow, epoch_interval=EPOCH)
+        outage.check()
+        assert [row["n"] for row in seen] == list(range(400))
+
+
+@pytest.mark.timeout(300)
+def test_postgres_sink_fails_naming_step_partition_and_server_when_it_stays_down():
+    with postgres_server() as server:
+        dsn = server.dsn
+        _sql(dsn, "CREATE TABLE abandoned (n int)")
+        outage = Outage(lambda: _count(dsn, "abandoned") >= 30, server.stop, server.start, None)
+        outage.start()
+        pattern = (
+            r"output step 'pg_outage\.out' \(partition 'abandoned-[01]'\): cannot reach "
+            rf"PostgreSQL at 127\.0\.0\.1:{server.port} after 4 attempts"
+        )
+        with pytest.raises(TimelyError, match=pattern):
+            run_main(_pg_sink_flow(dsn, "abandoned", 100_000, attempts=4), epoch_interval=EPOCH)
+        outage.check()
+        assert outage.stopped_at is not None
+        print(f"failed {time.monotonic() - outage.stopped_at:.1f}s after the server went")
+
+
+# -- Redis --------------------------------------------------------------------------------------
+
+
+def _redis_sink_flow(address: dict[str, Any], attempts: int) -> Dataflow:
+    from timelypy.flow.connectors.redis_streams import RedisStreamSink
+
+    flow = Dataflow("redis_outage")
+    entries = op.map(
+        "entry", op.input("ticks", flow, Ticks(400, 0.004)), lambda kv: (kv[0], {"n": str(kv[1])})
+    )
+    sink = RedisStreamSink(address, ["o:0", "o:1"], connect_attempts=attempts, retry_seconds=0.2)
+    op.output("out", entries, sink)
+    return flow
+
+
+def _xlen(client: Any, *keys: str) -> int:
+    try:
+        return sum(int(client.xlen(key)) for key in keys)
+    except Exception:  # the server is starting or going: not yet
+        return 0
+
+
+@pytest.mark.timeout(300)
+def test_redis_sink_and_source_survive_a_crash_of_the_server():
+    redis_py = pytest.importorskip("redis")
+    from timelypy.flow.connectors.redis_streams import RedisStreamSource
+
+    with redis_server(persistent=True) as server:
+        client = redis_py.Redis(**server.address, decode_responses=True, socket_timeout=5)
+        outage = Outage(lambda: _xlen(client, "o:0", "o:1") >= 60, server.kill, server.start, 0.5)
+        outage.start()
+        run_main(_redis_sink_flow(server.address, attempts=10), epoch_interval=EPOCH)
+        outage.check()
+        got = sorted(int(f["n"]) for key in ("o:0", "o:1") for _, f in client.xrange(key))
+        assert got == list(range(400))  # none lost, none twice
+
+        seen: list[Any] = []
+        source = RedisStreamSource(
+            server.address, ["o:0", "o:1"], batch_size=20, tail=False, retry_seconds=0.2
+        )
+        source.connect_attempts = 10
+        flow = Dataflow("redis_read")
+        slow = op.map("slow", op.input("log", flow, source), lambda e: time.sleep(0.003) or e)
+        op.output("out", slow, TestingSink(seen))
+        outage = Outage(lambda: len(seen) >= 100, server.kill, server.start, 0.5)
+        outage.start()
+        run_main(flow, epoch_interval=EPOCH)
+        outage.check()
+        assert sorted(int(fields["n"]) for _, fields in seen) == list(range(400))
+
+
+@pytest.mark.timeout(300)
+def test_redis_source_fails_naming_step_partition_and_server_when_it_stays_down():
+    redis_py = pytest.importorskip("redis")
+    from timelypy.flow.connectors.redis_streams import RedisStreamSource
+
+    with redis_server() as server:
+        client = redis_py.Redis(**server.address, decode_responses=True)
+        client.xadd("in", {"n": "0"})
+        seen: list[Any] = []
+        source = RedisStreamSource(server.address, ["in"], connect_attempts=4, retry_seconds=0.2)
+        flow = Dataflow("redis_gone")
+        op.output("out", op.input("log", flow, source), TestingSink(seen))
+        outage = Outage(lambda: len(seen) >= 1, server.kill, server.start, None)
+        outage.start()
+        pattern = (
+            r"input step 'redis_gone\.log' \(partition 'in'\): cannot reach "
+            rf"Redis at 127\.0\.0\.1:{server.port} after 4 attempts"
+        )
+        with pytest.raises(TimelyError, match=pattern):
+            run_main(flow, epoch_interval=EPOCH)  # tails forever while the server is up
+        outage.check()
+        assert outage.stopped_at is not None
+        print(f"failed {time.monotonic() - outage.stopped_at:.1f}s after the server went")
