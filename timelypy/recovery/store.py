@@ -690,6 +690,20 @@ _DROP_SUPERSEDED = (
     " OR state IS NULL)"
 )
 
+
+def _keep_untrimmed(keys: dict[tuple[str, str], int], resume: int) -> None:
+    """After a trim at ``resume``: forget the keys it finished, keep those written since.
+
+    A key whose latest snapshot (or discard) is at ``resume`` or later kept
+    rows the trim could not drop (a resume may still need them); it is
+    trimmed again next time, or its rows would stay until the next
+    execution's garbage collection (a store that grows with every key a
+    long run ever saw).
+    """
+    for key in [key for key, epoch in keys.items() if epoch < resume]:
+        del keys[key]
+
+
 #: A snapshot as stored: ``(step_id, state_key, epoch, key_hash, pickled state or None)``.
 SnapshotRow = tuple[str, str, int, int, bytes | None]
 
@@ -737,8 +751,9 @@ class SnapshotWriter:
         ]
         self._pending: list[list[SnapshotRow]] = [[] for _ in self._conns]
         self._outputs: list[tuple[str, int, int, bytes]] = []
-        # per partition: (step_id, state_key) written since the last trim
-        self._superseded: list[set[tuple[str, str]]] = [set() for _ in self._conns]
+        # per partition: (step_id, state_key) written since the last trim, or written
+        # before it at an epoch it could not trim yet -> the latest epoch written
+        self._superseded: list[dict[tuple[str, str], int]] = [{} for _ in self._conns]
         self._next_trim = time.monotonic() + TRIM_SECONDS
         # per partition: how many commits this worker made to it in this execution
         self._marks = [0] * len(self._conns)
@@ -754,7 +769,10 @@ class SnapshotWriter:
         for row in rows:
             part = row[3] % parts
             pending[part].append(row)
-            superseded[part].add((row[0], row[1]))
+            written = superseded[part]
+            key = (row[0], row[1])
+            if written.get(key, -1) < row[2]:
+                written[key] = row[2]
 
     def log_output(self, run: str, epoch: int, items: bytes) -> None:
         """Queue a pickled batch of items captured at ``epoch`` for ``run``'s output log."""
@@ -816,7 +834,7 @@ class SnapshotWriter:
                     with immediate(conn, "trimming superseded snapshots"):
                         check_fence(conn, ex_num)
                         conn.executemany(_DROP_SUPERSEDED, [(*key, resume) for key in keys])
-                    keys.clear()
+                    _keep_untrimmed(keys, resume)
         else:
             resume = None
         rows = pending[0]
@@ -843,7 +861,8 @@ class SnapshotWriter:
             if logged:
                 outputs.clear()
             if trim:
-                trim.clear()
+                assert resume is not None
+                _keep_untrimmed(trim, resume)
             self.committed = (frontier, done)
 
     def close(self) -> None:
