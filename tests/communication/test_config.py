@@ -406,4 +406,21 @@ def test_a_short_secret_is_refused_with_the_minimum():
 
     with pytest.raises(ConfigError, match=f"at least {MIN_SECRET_LENGTH} random characters"):
         load_secret({SECRET_ENV: "abc"})
-    assert load_secret({SECRET_ENV: "x" * MIN_SECRET_LENGTH}) == b"x" * MIN_SECRET_LENGTH
+    varied = "q8Zr4LkV2mXw9NcT7bYs5HdJ3fGp6AeU"[:MIN_SECRET_LENGTH]
+    assert load_secret({SECRET_ENV: varied}) == varied.encode()
+
+
+@pytest.mark.parametrize(
+    ("secret", "match"),
+    [
+        ("x" * 32, "is 'x' repeated"),
+        ("0123456789abcdef" * 2, "is a string of 16 characters repeated"),
+        ("abab" * 10 + "ba", "has only 2 different characters"),
+    ],
+)
+def test_a_long_secret_that_is_not_random_is_refused(secret, match):
+    # issue 39: a 32-character secret of one repeated letter was accepted
+    from timelypy.communication.secret import SECRET_ENV, load_secret
+
+    with pytest.raises(ConfigError, match=match):
+        load_secret({SECRET_ENV: secret})

@@ -232,7 +232,11 @@ STUCK = textwrap.dedent(
 def test_each_process_names_its_own_share(tmp_path):
     script = tmp_path / "stuck.py"
     script.write_text(STUCK)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TIMELYPY_SECRET": "x" * 40}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TIMELYPY_SECRET": "k3Vq9ZtR7mWx2LpN8cYb5HdJ4fGs6AeU",
+    }
     result = subprocess.run(
         [sys.executable, "-m", "timelypy.launch", "-n", "2", str(script)],
         capture_output=True,

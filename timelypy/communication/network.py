@@ -161,7 +161,7 @@ class ClusterNetwork:
         self._control_ready: set[int] = set()
         # The peer behind each connection to the ROUTER that said HELLO, by its descriptor.
         self._connections: dict[int, int] = {}
-        self._refused_keys = False
+        self._linger_on_close = False
         # Never replaced, only added to: allocators keep a reference to it.
         self._departed: set[int] = set()
         self._farewell_at: float | None = None
@@ -275,11 +275,11 @@ class ClusterNetwork:
         """
         self._departed.add(peer)
         if refused_keys:
-            self._refused_keys = True
+            self._linger_on_close = True
         self.shared.abort(error, None)
 
     def control_ready(self, peer: int) -> None:
-        """This process's control connection to ``peer`` finished its handshake (heartbeats run)."""
+        """Record that the control connection to ``peer`` finished its handshake."""
         self._control_ready.add(peer)
 
     def connection_lost(self, descriptor: int) -> int | None:
@@ -459,10 +459,11 @@ class ClusterNetwork:
             monitor.close(0)
         self._router_monitor.close(0)
         failed = self.shared.failure is not None
-        if self._refused_keys:
-            # A peer with another secret may not have tried this process yet: while
-            # this process still listens, its attempts fail their handshake and it
-            # says why at once; once nothing listens, it could only time out.
+        if self._linger_on_close:
+            # A peer refused at start-up (another secret, other -n/-w) may not have
+            # tried this process yet: while it still listens, the peer's attempts fail
+            # their handshake (or read why) and it says so at once; once nothing
+            # listens, it could only time out.
             time.sleep(AUTH_FAILURE_LINGER)
         for dealers in self._worker_dealers.values():
             for peer, sock in dealers.items():
@@ -608,17 +609,22 @@ class ClusterNetwork:
                 return
             processes, workers = HELLO_SHAPE.unpack_from(message, HELLO_MESSAGE.size)
             if (processes, workers) != (self.processes, self.workers):
-                self.lose_peer(
-                    sender,
-                    ClusterError(
-                        f"process {sender} at {self.addresses[sender]} was started with "
-                        f"{processes} process(es) of {workers} worker(s) each (-n {processes} "
-                        f"-w {workers}), this process {self.process} with {self.processes} of "
-                        f"{self.workers} (-n {self.processes} -w {self.workers}): every process "
-                        "of a cluster must be started with the same -n and -w, and run the same "
-                        "program"
-                    ),
+                error = ClusterError(
+                    f"process {sender} at {self.addresses[sender]} was started with "
+                    f"{processes} process(es) of {workers} worker(s) each (-n {processes} "
+                    f"-w {workers}), process {self.process} with {self.processes} of "
+                    f"{self.workers} (-n {self.processes} -w {self.workers}): every process "
+                    "of a cluster must be started with the same -n and -w, and run the same "
+                    "program"
                 )
+                # Tell the peer why (it may not have heard this process's HELLO yet, and
+                # would only see it leave); close() then waits for that to be delivered.
+                self._control_send(
+                    CONTROL.pack(ABORT, self.process) + f"ClusterError: {error}".encode(),
+                    [sender],
+                )
+                self._linger_on_close = True
+                self.shared.abort(error, None)
                 return
             self._hello.add((sender, connection))
             self._greeted.add(routing)

@@ -23,9 +23,10 @@ derives the same values from it.
 
 The keys are derived without key stretching, so the secret must be long and
 random: at least :data:`MIN_SECRET_LENGTH` characters (``secrets.token_hex(32)``,
-as the launcher makes, is 64).
+as the launcher makes, is 64), of at least :data:`MIN_DISTINCT` different
+characters, and not one short string repeated (``"x" * 32`` is refused).
 
->>> secret = load_secret({SECRET_ENV: "0123456789abcdef0123456789abcdef"})
+>>> secret = load_secret({SECRET_ENV: "7c1f0a9e4b2d8c3a6e5f1b0d9a8c7e2f"})
 >>> curve_keys(secret, run_tag(secret, "")) == curve_keys(secret, run_tag(secret, ""))
 True
 >>> run_tag(secret, "") != run_tag(secret, "tomorrow")
@@ -52,6 +53,7 @@ __all__ = [
     "SECRET_FILE_ENV",
     "RUN_ENV",
     "MIN_SECRET_LENGTH",
+    "MIN_DISTINCT",
     "load_secret",
     "check_secret",
     "run_tag",
@@ -61,6 +63,8 @@ __all__ = [
 
 #: The shortest secret accepted, in bytes: 32 hex digits are 128 random bits.
 MIN_SECRET_LENGTH = 32
+#: The fewest different characters a secret may have (32 random hex digits have about 14).
+MIN_DISTINCT = 8
 
 #: Environment variable holding the cluster's shared secret.
 SECRET_ENV = "TIMELYPY_SECRET"
@@ -77,7 +81,8 @@ def load_secret(environ: Mapping[str, str] | None = None) -> bytes:
     ``environ`` defaults to :data:`os.environ`; the variable wins when both
     are set, and a file's surrounding whitespace is stripped.
 
-    >>> load_secret({SECRET_ENV: "k" * 32, SECRET_FILE_ENV: "/nowhere"}) == b"k" * 32
+    >>> value = "q8Zr4LkV2mXw9NcT7bYs5HdJ3fGp6AeU"
+    >>> load_secret({SECRET_ENV: value, SECRET_FILE_ENV: "/nowhere"}) == value.encode()
     True
     """
     env = os.environ if environ is None else environ
@@ -104,13 +109,34 @@ def load_secret(environ: Mapping[str, str] | None = None) -> bytes:
 
 
 def check_secret(secret: bytes, where: str) -> bytes:
-    """``secret`` if it is long enough to resist guessing, else a :class:`ConfigError`.
+    """``secret`` if it is long and varied enough to resist guessing, else a :class:`ConfigError`.
 
     >>> check_secret(b"abc", "TIMELYPY_SECRET")
     Traceback (most recent call last):
     ...
     timelypy.errors.ConfigError: the cluster secret in TIMELYPY_SECRET is 3 bytes long; ...
+    >>> check_secret(b"ab" * 20, "TIMELYPY_SECRET")
+    Traceback (most recent call last):
+    ...
+    timelypy.errors.ConfigError: the cluster secret in TIMELYPY_SECRET is 'ab' repeated; ...
     """
+    make = "make one with python -c 'import secrets; print(secrets.token_hex(32))'"
+    if len(secret) >= MIN_SECRET_LENGTH:
+        for period in range(1, len(secret) // 2 + 1):
+            if len(secret) % period == 0 and secret == secret[:period] * (len(secret) // period):
+                unit = secret[:period].decode(errors="replace")
+                shown = repr(unit) if period <= 8 else f"a string of {period} characters"
+                raise ConfigError(
+                    f"the cluster secret in {where} is {shown} repeated; a secret must be "
+                    f"random to resist guessing (the keys are derived from it without "
+                    f"stretching): {make}"
+                )
+        if len(set(secret)) < MIN_DISTINCT:
+            raise ConfigError(
+                f"the cluster secret in {where} has only {len(set(secret))} different "
+                f"characters; a random secret of {len(secret)} has many more (at least "
+                f"{MIN_DISTINCT} are required): {make}"
+            )
     if len(secret) < MIN_SECRET_LENGTH:
         raise ConfigError(
             f"the cluster secret in {where} is {len(secret)} bytes long; a secret must be at "

@@ -53,6 +53,7 @@ from timelypy.errors import FlowError
 from timelypy.flow._ends import EndsSource
 from timelypy.flow._graph import GraphBuilder
 from timelypy.flow._io import EpochTicker, SourceReader
+from timelypy.flow._same_flow import check_same_flow
 from timelypy.flow.dataflow import CHAIN_INPUT, KEYED, WINDOWED, Dataflow, Step
 from timelypy.flow.inputs import (
     AdvanceTo,
@@ -81,7 +82,7 @@ from timelypy.flow.steps import (
     route_by_key,
 )
 from timelypy.flow.window_ops import window_step
-from timelypy.recovery import AttachedExecution, RecoveryConfig
+from timelypy.recovery import AttachedExecution, RecoveryConfig, refuse_unclaimed
 from timelypy.recovery.store import Execution, RecoveryStore
 from timelypy.worker import Worker
 
@@ -981,6 +982,8 @@ def flow_program(
 
     def program(worker: Worker) -> None:
         with contextlib.ExitStack() as stack:
+            if worker.peers > 1:
+                check_same_flow(worker, flow)  # before anything runs or is recorded
             recovery = None
             resume = resume_epoch
             if recovery_config is not None:
@@ -999,6 +1002,8 @@ def flow_program(
                 sources=sources,
             )
             worker.dataflow(runner.build)
+            if recovery is not None:
+                recovery.check_claims()
             if on_built is not None:
                 on_built(runner)
             try:
@@ -1032,6 +1037,8 @@ class Recovery:
         self._next_gc = time.monotonic() + GC_SECONDS
         #: one past the largest epoch this worker's inputs reached
         self.end_epoch = execution.resume_epoch
+        #: drop stored state no step claims instead of refusing it (worker 0 checks)
+        self.allow_non_restored_state = False
 
     @classmethod
     def begin(
@@ -1060,8 +1067,14 @@ class Recovery:
                 store = RecoveryStore(config.db_dir)
             execution = Execution(ex_num, resume, worker.peers)
         recovery = cls(worker, store, execution, config.commit_interval)
+        recovery.allow_non_restored_state = getattr(config, "allow_non_restored_state", False)
         stack.callback(recovery.writer.close)
         return recovery
+
+    def check_claims(self) -> None:
+        """Worker 0, once the flow is built: refuse stored state no step claims (or drop it)."""
+        if self.worker.index == 0 and isinstance(self.store, RecoveryStore):
+            refuse_unclaimed(self.store, self.execution.resume_epoch, self.allow_non_restored_state)
 
     def seen(self, epoch: int) -> None:
         """An input of this worker reached ``epoch``."""

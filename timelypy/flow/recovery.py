@@ -40,7 +40,9 @@ class RecoveryConfig(_CoreConfig):
     collection, so it changes nothing.  ``partitions`` is the number of
     partition files to create when ``db_dir`` holds no store yet (it must
     match an existing store); ``commit_interval`` bounds how long a closed
-    epoch's snapshots wait to be committed.
+    epoch's snapshots wait to be committed; ``allow_non_restored_state``
+    drops stored state that no step of the flow claims instead of refusing
+    to run.
     """
 
     backup_interval: datetime.timedelta = datetime.timedelta(0)
@@ -52,6 +54,7 @@ class RecoveryConfig(_CoreConfig):
         *,
         partitions: int | None = None,
         commit_interval: float = COMMIT_SECONDS,
+        allow_non_restored_state: bool = False,
     ) -> None:
         root = Path(db_dir)
         if partitions is None and root.is_dir():
@@ -60,6 +63,7 @@ class RecoveryConfig(_CoreConfig):
         object.__setattr__(self, "db_dir", root)
         object.__setattr__(self, "partitions", partitions)
         object.__setattr__(self, "commit_interval", commit_interval)
+        object.__setattr__(self, "allow_non_restored_state", bool(allow_non_restored_state))
         if backup_interval is not None and not isinstance(backup_interval, datetime.timedelta):
             raise RecoveryError(f"backup_interval must be a timedelta, got {backup_interval!r}")
         object.__setattr__(self, "backup_interval", backup_interval or datetime.timedelta(0))

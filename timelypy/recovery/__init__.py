@@ -12,6 +12,13 @@ its keys before it, and the inputs start at it (``input_builder(worker_index,
 worker_count, resume_epoch)``).  The worker count may change between
 executions: keys go to workers by their stable hash.
 
+Stored state that no step of the flow claims (a stateful step renamed or
+removed since the last execution) is refused, naming the steps, unless the
+run allows dropping it (``RecoveryConfig(..., allow_non_restored_state=True)``,
+``--allow-non-restored-state``, or ``TIMELYPY_ALLOW_NON_RESTORED_STATE=1``):
+otherwise a renamed step would silently restart from nothing
+(:func:`refuse_unclaimed`).
+
 >>> import tempfile
 >>> from timelypy.recovery import RecoveryConfig
 >>> config = RecoveryConfig(tempfile.mkdtemp(), partitions=2)
@@ -23,7 +30,9 @@ See ``docs/recovery.md``.
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +55,14 @@ __all__ = [
     "create_store",
     "key_hash",
     "AttachedExecution",
+    "ALLOW_NON_RESTORED_ENV",
+    "refuse_unclaimed",
 ]
+
+log = logging.getLogger("timelypy.recovery")
+
+#: Environment variable that allows dropping stored state no step claims (``1``, ``true``).
+ALLOW_NON_RESTORED_ENV = "TIMELYPY_ALLOW_NON_RESTORED_STATE"
 
 #: Seconds between a worker's commits of snapshots and frontier, at most.
 COMMIT_SECONDS = 0.05
@@ -78,11 +94,15 @@ class RecoveryConfig:
     cluster must reach the same directory.  ``commit_interval`` bounds how
     long a closed epoch's snapshots wait before they are committed with the
     worker's frontier (a resume redoes at most that much more work).
+    ``allow_non_restored_state``: drop (with a warning) stored state that
+    no step of the flow claims, instead of refusing to run (also
+    ``TIMELYPY_ALLOW_NON_RESTORED_STATE=1``).
     """
 
     db_dir: str | os.PathLike[str]
     partitions: int | None = None
     commit_interval: float = COMMIT_SECONDS
+    allow_non_restored_state: bool = False
 
     def __post_init__(self) -> None:
         if self.partitions is not None and (
@@ -113,3 +133,42 @@ class RecoveryConfig:
                 f"RecoveryConfig asked for {self.partitions}; leave partitions out to use it"
             )
         return store
+
+
+def _allowed(allow: bool, environ: Mapping[str, str] | None = None) -> bool:
+    env = os.environ if environ is None else environ
+    return allow or env.get(ALLOW_NON_RESTORED_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def refuse_unclaimed(store: RecoveryStore, before: int, allow: bool = False) -> None:
+    """Refuse the stored state before epoch ``before`` that no step claims; or drop it.
+
+    The claims are the steps whose state was loaded through ``store``
+    (:attr:`RecoveryStore.claimed`): call this once the flow is built.  A
+    step ID with snapshots but no claim is a step renamed or removed since
+    the state was stored: resuming would silently start it from nothing.
+    With ``allow`` (or ``TIMELYPY_ALLOW_NON_RESTORED_STATE=1``) its
+    snapshots are deleted, with a warning; otherwise a
+    :class:`~timelypy.errors.RecoveryError` names the steps.
+    """
+    unclaimed = sorted(store.stored_steps(before) - store.claimed)
+    if not unclaimed:
+        return
+    if _allowed(allow):
+        deleted = store.drop_steps(unclaimed)
+        log.warning(
+            "dropped the stored state of step(s) %s (%d snapshot(s)) from %s: no step of the "
+            "flow claims it, and dropping it is allowed",
+            unclaimed,
+            deleted,
+            store.directory,
+        )
+        return
+    claimed = sorted(store.claimed)
+    raise RecoveryError(
+        f"the recovery store {store.directory} holds state of step(s) {unclaimed} that no step "
+        f"of this flow claims (its stateful steps, sources and sinks are {claimed}): a step "
+        "renamed or removed would start from nothing. Give the step its old step ID back, or "
+        "allow dropping that state: RecoveryConfig(..., allow_non_restored_state=True), "
+        f"--allow-non-restored-state, or {ALLOW_NON_RESTORED_ENV}=1"
+    )

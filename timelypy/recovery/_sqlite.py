@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,8 @@ __all__ = ["BUSY_SECONDS", "Connection", "connect", "immediate", "reading", "sto
 
 #: Seconds a connection waits for another writer's lock before failing.
 BUSY_SECONDS = 30.0
+#: Free bytes under which a disk I/O error is reported as a full disk.
+FULL_BYTES = 1 << 20
 #: The ``meta`` row that names the current execution (the fence).
 FENCE = "execution"
 
@@ -53,6 +56,10 @@ def store_error(path: Path, doing: str, exc: BaseException) -> RecoveryError:
     """The :class:`RecoveryError` for SQLite's ``exc`` while ``doing`` on partition ``path``."""
     text = str(exc) or type(exc).__name__
     lowered = text.lower()
+    if "disk i/o error" in lowered:
+        with contextlib.suppress(OSError):
+            if shutil.disk_usage(path.parent).free < FULL_BYTES:
+                lowered += " full"
     if "full" in lowered:
         advice = "the disk (or the file system's quota) is full: free space, then run again"
     elif "malformed" in lowered or "not a database" in lowered or "corrupt" in lowered:
