@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import html
+import os
 import re
 import subprocess
 import sys
@@ -34,7 +35,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert result.returncode == 0, (
         "mkdocs build --strict failed; each WARNING below is an error:\n"
@@ -53,7 +55,7 @@ def page(site: Path, name: str) -> str:
 
 def main_text(page_html: str) -> str:
     """The page's article, without its code blocks."""
-    article = page_html[page_html.index('role="main"') : page_html.index("<footer")]
+    article = page_html[page_html.index("<article") : page_html.index("</article>")]
     return re.sub(r"<pre.*?</pre>", "", article, flags=re.S)
 
 
@@ -111,7 +113,12 @@ def test_docstring_markup_is_rendered_not_shown(site):
         assert not re.search(r":(class|func|meth|mod|attr|data):`", text), path
         assert ">>>" not in text, f"{path}: a doctest outside a code block"
     operators = page(site, "api/operators")
-    assert '<code class="language-pycon">&gt;&gt;&gt; import timelypy' in operators
+    # a doctest is a highlighted pycon block: the prompt, then the code
+    assert re.search(
+        r'language-pycon highlight"><pre><span></span><code><span class="gp">&gt;&gt;&gt; </span>'
+        r'<span class="kn">import</span><span class="w"> </span><span class="nn">timelypy',
+        operators,
+    )
 
 
 def test_cross_references_in_docstrings_are_links(site):
@@ -123,3 +130,172 @@ def test_api_pages_hold_no_python_blocks():
     # tests/test_repository.py runs the python blocks of docs/*.md, not of docs/api/.
     for path in sorted((ROOT / "docs" / "api").glob("*.md")):
         assert "```python" not in path.read_text(), f"{path}: use ```text (it would not run)"
+
+
+# -- the built pages in a headless browser ------------------------------------------------------
+#
+# Each page is loaded by Chromium's headless shell (Debian's chromium-headless-shell; .ci/run
+# installs it) through an HTTP proxy run by the test: the proxy serves the built site under a
+# made-up host and records every other request the page makes, which it refuses.  A script the
+# proxy adds to each page reports, once the page has settled, what a reader sees: how many code
+# blocks there are and how many Pygments spans colour them, the code blocks wider than their
+# column, and the Mermaid pictures drawn (the theme draws each in a shadow root; the script
+# counts the shadow roots that hold an <svg>).
+
+BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
+HOST = "timelypy-docs.test"
+#: Virtual milliseconds a page gets to load and draw before it is read (timers run ahead).
+SETTLE_MS = 4000
+
+_BEFORE = """<script>(function () {
+  var attach = Element.prototype.attachShadow;
+  window.__roots = [];
+  Element.prototype.attachShadow = function (init) {
+    var root = attach.call(this, init);
+    window.__roots.push(root);
+    return root;
+  };
+})();</script>"""
+
+_AFTER = """<script>setTimeout(function () {
+  var code = document.querySelectorAll("article pre > code");
+  var wide = [];
+  code.forEach(function (block) {
+    if (block.scrollWidth > block.clientWidth + 1) {
+      wide.push(block.textContent.split("\\n").reduce(function (a, b) {
+        return b.length > a.length ? b : a;
+      }, ""));
+    }
+  });
+  document.body.setAttribute("data-check", JSON.stringify({
+    code: code.length,
+    python: document.querySelectorAll(
+      "article .language-python code, article .language-pycon code").length,
+    spans: document.querySelectorAll("article pre > code span[class]").length,
+    wide: wide,
+    pictures: document.querySelectorAll("article .mermaid").length,
+    drawn: window.__roots.filter(function (root) { return root.querySelector("svg"); }).length,
+    undrawn: document.querySelectorAll("article pre.mermaid").length
+  }));
+}, SETTLE_MS);</script>""".replace("SETTLE_MS", str(SETTLE_MS))
+
+
+def _browser() -> str | None:
+    import shutil
+
+    for name in BROWSERS:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+class _SiteProxy:
+    """An HTTP proxy that serves ``site`` as ``http://HOST/`` and refuses (and records) the rest."""
+
+    def __init__(self, site: Path) -> None:
+        import http.server
+        import socketserver
+        import threading
+
+        self.site = site
+        self.foreign: list[str] = []
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_CONNECT(self) -> None:  # https://...: never ours
+                proxy.foreign.append(self.path)
+                self.send_error(403)
+
+            def do_GET(self) -> None:
+                match = re.match(r"http://([^/]+)(/[^?#]*)", self.path)
+                if match is None or match.group(1) != HOST:
+                    proxy.foreign.append(self.path)
+                    self.send_error(403)
+                    return
+                body, kind = proxy.read(match.group(2))
+                if body is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def read(self, url_path: str) -> tuple[bytes | None, str]:
+        path = (self.site / url_path.lstrip("/")).resolve()
+        if path.is_dir():
+            path = path / "index.html"
+        if not path.is_file() or self.site.resolve() not in path.parents:
+            return None, ""
+        body = path.read_bytes()
+        if path.suffix == ".html":
+            body = body.replace(b"<head>", b"<head>" + _BEFORE.encode(), 1)
+            body = body.replace(b"</body>", _AFTER.encode() + b"</body>", 1)
+        kinds = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+        return body, kinds.get(path.suffix, "application/octet-stream")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _seen(browser: str, port: int, name: str) -> dict:
+    """What the page ``name`` (a path of the site) shows once it has settled."""
+    import json
+
+    result = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            f"--proxy-server=http://127.0.0.1:{port}",
+            "--proxy-bypass-list=<-loopback>",
+            "--window-size=1280,900",
+            f"--virtual-time-budget={SETTLE_MS * 2}",
+            "--dump-dom",
+            f"http://{HOST}/{name}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    match = re.search(r'data-check="([^"]*)"', result.stdout)
+    assert match, f"{name}: the page never settled\n{result.stderr[-2000:]}"
+    return json.loads(html.unescape(match.group(1)))
+
+
+@pytest.mark.slow
+def test_every_page_reads_well_in_a_browser_with_nothing_fetched_from_elsewhere(site):
+    browser = _browser()
+    if browser is None:
+        pytest.skip("no headless Chromium (apt-get install chromium-headless-shell; .ci/run does)")
+    pages = ["", *(f"{guide}/" for guide in GUIDES)]
+    pages += sorted(f"api/{path.parent.name}/" for path in (site / "api").glob("*/index.html"))
+    proxy = _SiteProxy(site)
+    try:
+        seen = {name: _seen(browser, proxy.port, name) for name in pages}
+    finally:
+        proxy.close()
+    assert proxy.foreign == [], "pages fetched from elsewhere: " + ", ".join(proxy.foreign)
+    for name, shown in seen.items():
+        where = name or "the home page"
+        if shown["python"]:
+            assert shown["spans"] > 0, f"{where}: its Python code is not highlighted"
+        assert shown["wide"] == [], f"{where}: code wider than the column: {shown['wide']}"
+        assert shown["undrawn"] == 0, f"{where}: a Mermaid block shown as text"
+        assert shown["drawn"] == shown["pictures"], f"{where}: {shown}"
+    assert sum(shown["python"] > 0 for shown in seen.values()) >= len(GUIDES) // 2
+    visualize = seen["visualize/"]
+    assert visualize["pictures"] >= 3 and visualize["drawn"] == visualize["pictures"], visualize
