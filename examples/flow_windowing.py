@@ -1,4 +1,4 @@
-"""Windowing (seed 003): two clocks and two windowers in one flow.
+"""Windowing: two clocks and two windowers in one flow.
 
     python examples/flow_windowing.py          # one worker
     python examples/flow_windowing.py -w 3     # three worker threads: the same output

@@ -1,23 +1,25 @@
-r"""Seed 004's wordcount, as the seed writes it, with only its import lines changed.
+r"""A wordcount in the epoch-level API, as a bytewax 0.x program writes it, imports changed.
 
     python examples/flow_wordcount.py                           # one epoch
     python examples/flow_wordcount.py --per-line                # one epoch per line
     python examples/flow_wordcount.py --per-line --show-epochs  # ... printing the epochs
 
-The seed imports ``from bytewax import Dataflow, run`` and ``from
+The original imports ``from bytewax import Dataflow, run`` and ``from
 bytewax.inputs import ManualInputConfig``; here they come from
-``timelypy.flow``.  Everything below the imports is the seed's program.
+``timelypy.flow``.  Everything below the imports is the program unchanged:
+epochs (``reduce_epoch`` counts each epoch's words), steps and state keys
+(the words).
 
-It reads ``wordcount.txt`` from the current directory, as the seed does; if
-there is none, it runs in a temporary directory holding the seed's text (the
-first five lines of Hamlet's soliloquy).
+It reads ``wordcount.txt`` from the current directory; if there is none, it
+runs in a temporary directory holding a sample text (the first five lines
+of Hamlet's soliloquy).
 
 * Without flags every line is in epoch 1, so ``reduce_epoch`` counts the
   whole text: ``('to', 4)``, ``('the', 3)``, ... one line per word.
 * With ``--per-line`` line ``i`` is in epoch ``i`` and the counts are per
   line: ``to`` appears three times, ``('to', 2)`` then ``('to', 1)`` twice.
-* ``--show-epochs`` prints ``epoch item``, as the seed's "Inspecting
-  epochs" does: ``0 ('to', 2)``, ``1 ("'tis", 1)``, ...
+* ``--show-epochs`` prints ``epoch item``, to inspect the epochs:
+  ``0 ('to', 2)``, ``1 ("'tis", 1)``, ...
 
 Order within an epoch is not guaranteed (nor, across epochs, the order in
 which the lines are printed), so compare the output as a multiset.
@@ -29,9 +31,9 @@ import sys
 import tempfile
 
 from timelypy.flow import Dataflow, run
-from timelypy.flow.inputs import ManualInputConfig  # noqa: F401 - the seed imports it
+from timelypy.flow.inputs import ManualInputConfig  # noqa: F401 - the original imports it
 
-#: The seed's wordcount.txt.
+#: A sample wordcount.txt.
 HAMLET = """\
 To be, or not to be, that is the question:
 Whether 'tis nobler in the mind to suffer
@@ -53,7 +55,7 @@ if not os.path.exists("wordcount.txt"):
         text.write(HAMLET)
 
 
-# --- seed 004, "Input example" -------------------------------------------------------
+# --- one epoch: the whole text ------------------------------------------------------
 
 
 def file_input():
@@ -86,19 +88,19 @@ flow.capture()
 
 
 if not PER_LINE:
-    for epoch, item in run(flow, file_input()):  # noqa: B007 - the seed's loop
+    for epoch, item in run(flow, file_input()):  # noqa: B007 - the original's loop
         print(item)
 
-# --- seed 004, "Multiple epochs" and "Inspecting epochs" -------------------------------
+# --- one epoch per line, and inspecting the epochs ------------------------------------
 
 else:
 
     def file_input():
-        for i, line in enumerate(open("wordcount.txt")):  # noqa: UP028 - the seed's loop
+        for i, line in enumerate(open("wordcount.txt")):  # noqa: UP028 - the original's loop
             yield i, line
 
     if not SHOW_EPOCHS:
-        for epoch, item in run(flow, file_input()):  # noqa: B007 - the seed's loop
+        for epoch, item in run(flow, file_input()):  # noqa: B007 - the original's loop
             print(item)
     else:
         for epoch, item in run(flow, file_input()):
