@@ -13,7 +13,7 @@ operator can send its result at that time and then release it.
 * :class:`Notificator` -- what ``unary_notify``/``binary_notify`` hand their
   logic at each activation: a :class:`FrontierNotificator` bound to the
   operator's current input frontiers.
-* :class:`EagerNotificator` -- the seed documents' *eager notificator*:
+* :class:`EagerNotificator` -- the Timely model's *eager notificator*:
   processing logic runs as items arrive while their epoch is the frontier
   epoch, and end-of-epoch logic runs as each epoch closes, in epoch order.
   Items of later epochs wait until every earlier epoch has closed, so state

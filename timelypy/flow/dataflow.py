@@ -1,4 +1,4 @@
-"""``Dataflow``: the seeds' flow, built step by step.
+"""``Dataflow``: the epoch-level flow, built step by step.
 
 A :class:`Dataflow` is a description: a chain of *steps*, each an operator
 (``map``, ``reduce_epoch``, ``capture``, ...) fleshed out with your logic.
@@ -7,7 +7,7 @@ Nothing runs until you pass it to :func:`~timelypy.flow.run` (or
 ``timelypy_spark.run_flow``), which builds it on every worker.
 
 Every step has a *step ID*: a dotted path naming it uniquely in the flow
-(glossary, seed 000).  Stateful steps take theirs from you (``reduce``,
+(as in bytewax).  Stateful steps take theirs from you (``reduce``,
 ``stateful_map``), because recovery labels their state with it; the others
 are named after their operator (``map``, ``map_1``, ...) unless you give
 ``step_id=``.  A step name may not contain ``.``: the runtime names a step's
@@ -62,7 +62,7 @@ R = TypeVar("R")
 #: The stream the chain starts at when it has no ``input`` step: the input ``run`` is given.
 CHAIN_INPUT = ":input"
 
-#: The windowing operators (seed 003; :mod:`timelypy.flow.window`).
+#: The windowing operators (:mod:`timelypy.flow.window`).
 WINDOWED = frozenset({"reduce_window", "fold_window", "collect_window", "count_window"})
 #: Operators whose steps keep state between items (their step ID labels recovery data).
 STATEFUL = frozenset({"reduce", "reduce_epoch", "reduce_epoch_local", "stateful_map"}) | WINDOWED
@@ -418,7 +418,7 @@ class Dataflow:
         """
         self._add("stateful_map", step_id, [builder, mapper], ["builder", "mapper"])
 
-    # -- windowing (seed 003) -------------------------------------------------------
+    # -- windowing --------------------------------------------------------------
 
     def _window(
         self,

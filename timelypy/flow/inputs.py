@@ -10,7 +10,7 @@ An input builder is a generator that yields two kinds of value:
   get their items in chunks: a file's lines, a consumer's poll).
 
 An epoch never goes backwards, and the first ``AdvanceTo`` comes before the
-first ``Emit`` (seed 004).  :class:`ManualInputConfig` wraps an
+first ``Emit``.  :class:`ManualInputConfig` wraps an
 ``input_builder(worker_index, worker_count, resume_epoch)``; every worker
 calls it and feeds what it yields.
 
@@ -20,7 +20,7 @@ partition is read by exactly one worker, its *primary* (see
 :mod:`timelypy.flow.primaries`), so no item is read twice whatever the
 number of workers.
 
-Epochs must mean the same on every worker (seed 000): assign them from the
+Epochs must mean the same on every worker (the Timely model): assign them from the
 item or from the clock, never "every N items on this worker".  The helpers
 :func:`single_batch`, :func:`tumbling_epoch` and :func:`fully_ordered` turn
 an iterable of items into ``(epoch, item)`` pairs, as ``run`` takes them:
@@ -305,7 +305,7 @@ def tumbling_epoch(
     ``time_getter(item)`` (seconds or an aware ``datetime``), or the wall
     clock when the item arrives if no ``time_getter`` is given.  Epochs
     depend on the clock only, never on how many items a worker saw, so
-    every worker agrees on their boundaries (seed 000).  The default
+    every worker agrees on their boundaries.  The default
     ``anchor`` is the Unix epoch, which every worker shares without
     coordination; give a recent time for small epoch numbers.  An item
     whose time is before the previous item's stays in the current epoch:

@@ -1,6 +1,6 @@
 """Primaries: which worker reads (or writes) each partition.
 
-The glossary's assignment (seed 000): every worker broadcasts the
+The assignment: every worker broadcasts the
 partitions it can reach, the first worker computes an assignment for all
 partitions and broadcasts it, and each worker then opens only the
 partitions assigned to it.  A partition is therefore read by exactly one

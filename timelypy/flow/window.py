@@ -1,4 +1,4 @@
-"""Windowing (seed 003): clocks, windowers, and the windowing steps.
+"""Windowing: clocks, windowers, and the windowing steps.
 
 A windowing step (``reduce_window``, ``fold_window``, ``collect_window``,
 ``count_window`` on :class:`~timelypy.flow.Dataflow`) takes ``(key: str,
@@ -130,7 +130,7 @@ class SystemClockConfig(ClockConfig):
 
     Nothing is ever late; a window closes once the system time passes its
     end. On resume, a window stored during recovery whose end has passed in
-    the meantime closes at once (seed 003). ``now_getter`` (a function
+    the meantime closes at once. ``now_getter`` (a function
     returning an aware datetime) replaces the system clock, for tests.
     """
 
