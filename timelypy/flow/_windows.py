@@ -51,6 +51,7 @@ NOTIFY_BACKOFF = 0.05
 DOWN, LATE, META = 0, 1, 2
 _UTC = datetime.UTC
 _UTC_MIN = datetime.datetime.min.replace(tzinfo=_UTC)
+_UTC_MAX = datetime.datetime.max.replace(tzinfo=_UTC)
 
 
 def group_by_key(items: list[tuple[str, Any]]) -> dict[str, list[Any]]:
@@ -127,6 +128,16 @@ class WindowsLogic(KeyedLogic):
         #: forgotten keys' last watermarks, oldest first
         self.tombstones: dict[str, datetime.datetime] = {}
         self.capacity = TOMBSTONES if tombstones is None else tombstones
+        #: an aligned event clock's wait (see :class:`AlignedWatermark`), else None;
+        #: then timers are in event time and the operator moves :attr:`aligned`
+        self.aligned_wait: datetime.timedelta | None = (
+            clock.wait_for_system_duration if getattr(clock, "aligned", False) else None
+        )
+        self.ts_getter: Callable[[Any], Any] | None = (
+            clock.ts_getter if self.aligned_wait is not None else None
+        )
+        #: the step's aligned watermark so far (with an aligned clock)
+        self.aligned = _UTC_MIN
 
     # -- a key's life -------------------------------------------------------------
 
@@ -148,7 +159,7 @@ class WindowsLogic(KeyedLogic):
         if self.ordered and state.queue:
             first = min(at for _, at in state.queue)
             when = first if when is None else min(when, first)
-        if when is not None:
+        if when is not None and self.aligned_wait is None:
             when = state.clock.to_system_utc(when)
         self.timers.set(key, None if when is None else when.timestamp())
 
@@ -199,8 +210,11 @@ class WindowsLogic(KeyedLogic):
             clock, windower = state.clock, state.windower
             clock.before_batch()
             queue = state.queue
+            aligned = self.aligned_wait is not None
             for value in values:
                 at, watermark = clock.on_item(value)
+                if aligned:
+                    watermark = self.aligned  # the step's, not the key's own
                 if watermark > state.watermark or watermark < state.floor:
                     watermark = self._advance(state, watermark)
                 else:
@@ -222,7 +236,29 @@ class WindowsLogic(KeyedLogic):
         return out
 
     def wake(self) -> float | None:
+        if self.aligned_wait is not None:
+            return None  # an aligned watermark moves with epochs, not the system time
         return self.timers.first()
+
+    def advance_aligned(
+        self, watermark: datetime.datetime
+    ) -> tuple[list[tuple[str, Any]], set[str]]:
+        """An aligned clock's watermark moved to ``watermark``: close what it passed."""
+        out: list[Any] = []
+        if watermark <= self.aligned:
+            return out, set()
+        self.aligned = watermark
+        keys = self.timers.due(watermark.timestamp()) if watermark < _UTC_MAX else None
+        if keys is None:
+            keys = sorted(self.keys)
+        for key in keys:
+            state = self.keys.get(key)
+            if state is None:
+                continue
+            self._advance(state, watermark)
+            self._flush(key, state, out)
+            self._settle(key, state)
+        return out, set(keys)
 
     def notify(self, now: float) -> tuple[list[tuple[str, Any]], set[str]]:
         out: list[Any] = []

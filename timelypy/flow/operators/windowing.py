@@ -280,12 +280,26 @@ class EventClock(Clock[V, _EventClockState]):
     ``to_system_utc`` maps a window's close time to the system time at
     which to wake up and close it (``None``: only values or the end of the
     input close it).
+
+    ``aligned=True`` gives every key of the step one watermark that does
+    not depend on how many workers read the input, as Flink's does: the
+    smallest, over the workers sending values into the step, of the
+    largest timestamp each has sent, minus the wait. It moves as epochs
+    complete (the engine's frontier says when every worker's values of an
+    epoch are in), not with the system time: a value of epoch ``e`` is late
+    when it is before the watermark of the epochs before ``e``. A worker
+    counts from the first epoch it sends a value in, and stops holding the
+    watermark back when its input ends; a worker whose input has paused
+    holds it back (Flink's idle sources). Each worker's values should be in
+    time order up to the wait: give each worker one partition, or
+    partitions that keep pace with each other.
     """
 
     ts_getter: Callable[[V], datetime.datetime]
     wait_for_system_duration: datetime.timedelta
     now_getter: Callable[[], datetime.datetime] = _utc_now
     to_system_utc: Callable[[datetime.datetime], datetime.datetime | None] = _identity
+    aligned: bool = False
 
     def __post_init__(self) -> None:
         if not callable(self.ts_getter):
@@ -678,7 +692,7 @@ def fast_plan(clock: Any, windower: Any, builder: Any) -> FastPlan | None:
     if fold is None:
         return None
     if type(clock) is EventClock:
-        if clock.to_system_utc is not _identity:
+        if clock.to_system_utc is not _identity or clock.aligned:
             return None
         event, now_getter, ts_getter = True, clock.now_getter, clock.ts_getter
         wait = clock.wait_for_system_duration // _US
