@@ -1,7 +1,7 @@
 r"""Memory of a window step whose keys come and go: timelypy.flow against bytewax 0.21.1.
 
-    python -m benchmarks.window_memory [--keys 100000 1000000] [--no-bytewax]
-                                       [--no-recovery]
+    python -m benchmarks.window_memory [--keys 100000 1000000] [--repeat N]
+                                       [--no-bytewax] [--no-recovery]
 
 A flow keyed by session id, the shape that grows without bound when a
 stateful step keeps what it no longer needs: every event has a key of its
@@ -13,14 +13,18 @@ with the system time). Every window closes and is emitted; nothing more
 will ever come for any key. The events are made by the source as it goes
 (one partition, batches of 1,000), so the input holds no memory of its own.
 
-Each candidate runs in a fresh Python process per key count, and reports:
+Each candidate runs in a fresh Python process per key count and round
+(``--repeat`` rounds, default 3, interleaved), and reports the medians of:
 
 - ``rss growth``: the process's resident memory after the run (its input
   ended, every window emitted, the flow's objects still alive) minus before
   the run (after imports and building the flow), in MB;
 - ``peak``: the largest resident memory the process reached, in MB;
 - ``store``: with recovery (timelypy only, on by default), the size of the
-  recovery store's files after the run, in MB.
+  recovery store's files after the run, in MB: SQLite keeps the pages a
+  run freed for reuse, so this is the high-water mark of what the store
+  held at once (noisy: it follows the commit backlog);
+- ``live``: the store's pages in use after the run, in MB.
 
 The goal (issue: windows and keyed state for long-running flows): growth
 and store flat, within 10%, between 100,000 and 1,000,000 keys. Python does
@@ -36,6 +40,8 @@ import datetime
 import json
 import os
 import resource
+import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -149,8 +155,18 @@ def _child(api: str, keys: int, store: str | None) -> dict[str, float]:
     after = _rss_mb()
     if emitted[0] != keys:
         raise AssertionError(f"{api}: {emitted[0]} windows emitted for {keys} keys")
-    size = sum(p.stat().st_size for p in Path(store).iterdir()) / 1e6 if store else 0.0
-    return {"growth": after - before, "peak": _peak_mb(), "store": size}
+    size = live = 0.0
+    if store:
+        size = sum(p.stat().st_size for p in Path(store).iterdir()) / 1e6
+        for path in Path(store).glob("*.sqlite3"):
+            conn = sqlite3.connect(path)
+            pages, free, page = (
+                conn.execute(f"PRAGMA {name}").fetchone()[0]
+                for name in ("page_count", "freelist_count", "page_size")
+            )
+            conn.close()
+            live += (pages - free) * page / 1e6
+    return {"growth": after - before, "peak": _peak_mb(), "store": size, "live": live}
 
 
 def _run(api: str, keys: int, recovery: bool) -> dict[str, float]:
@@ -174,6 +190,7 @@ def _run(api: str, keys: int, recovery: bool) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1] if __doc__ else None)
     parser.add_argument("--keys", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-bytewax", action="store_true")
     parser.add_argument("--no-recovery", action="store_true", help="timelypy without a store")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
@@ -190,15 +207,27 @@ def main(argv: list[str] | None = None) -> None:
             print("bytewax is not installed (pip install -e '.[bench]'): timelypy only")
         else:
             candidates.append(("bytewax", False))
-    rows: dict[str, list[dict[str, float]]] = {}
-    for api, recovery in candidates:
-        rows[api] = [_run(api, keys, recovery) for keys in args.keys]
-    print(f"{'candidate':<10} {'keys':>9} {'rss growth MB':>14} {'peak MB':>8} {'store MB':>9}")
+    runs: dict[tuple[str, int], list[dict[str, float]]] = {}
+    for _ in range(args.repeat):
+        for api, recovery in candidates:
+            for keys in args.keys:
+                runs.setdefault((api, keys), []).append(_run(api, keys, recovery))
+    rows = {
+        api: [
+            {f: statistics.median(run[f] for run in runs[api, keys]) for f in runs[api, keys][0]}
+            for keys in args.keys
+        ]
+        for api, _ in candidates
+    }
+    print(f"medians of {args.repeat} round(s); load: {os.getloadavg()[0]:.2f}")
+    header = f"{'candidate':<10} {'keys':>9} {'rss growth MB':>14} {'peak MB':>8}"
+    print(f"{header} {'store MB':>9} {'live MB':>8}")
     for api, figures in rows.items():
         for keys, f in zip(args.keys, figures, strict=True):
-            store = (
-                f"{f['store']:9.1f}" if api == "timelypy" and not args.no_recovery else "        -"
-            )
+            if api == "timelypy" and not args.no_recovery:
+                store = f"{f['store']:9.1f} {f['live']:8.2f}"
+            else:
+                store = f"{'-':>9} {'-':>8}"
             print(f"{api:<10} {keys:>9,} {f['growth']:>14.1f} {f['peak']:>8.1f} {store}")
     if len(args.keys) >= 2:
         print()
