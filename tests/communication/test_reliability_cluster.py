@@ -18,69 +18,27 @@ Deadlines here only tell a hang from an end: none of them is a speed goal.
 
 from __future__ import annotations
 
-import socket
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.flow import reliability_runs as runs
+from tests.flow.kill_points import try_lost_after_hello
 from timelypy.recovery import RecoveryStore
 
 #: A run that should end (with success or an error) must end within this: past it, a hang.
 END = 60.0
 
 
-def _established_to(port: int) -> int:
-    """How many TCP connections to 127.0.0.1:``port`` are established (from /proc/net/tcp)."""
-    count = 0
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if fields[3] == "01" and int(fields[2].split(":")[1], 16) == port:
-            count += 1
-    return count
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), 0.5).close()
-    except OSError:
-        return False
-    return True
-
-
 @pytest.mark.timeout(180)
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux's /proc/net/tcp")
 def test_a_peer_lost_right_after_it_said_hello_ends_the_survivor(tmp_path):
-    # Process 0 starts alone; its connections to process 1, refused at first, wait 5 s
-    # before retrying.  Process 1 then starts, connects to process 0 and says HELLO on
-    # both connections: process 0 has heard all a handshake used to need, but nothing of
-    # its own watches process 1 yet.  Process 1 is SIGKILLed in that moment.
-    out, store = tmp_path / "out", tmp_path / "store"
-    runs.prepare(out)
-    port0 = int((out / "hosts").read_text().split()[0].split(":")[1])
-    env = runs.environment()
-    first = runs.launch(out, store, 40, 0, {**env, "JOB_RECONNECT": "5"})
-    run = runs.Run(out, [first])
-    try:
-        deadline = time.monotonic() + END
-        while not _listening(port0):
-            assert time.monotonic() < deadline and first.poll() is None, run.stderr(0)
-            time.sleep(0.05)
-        second = runs.launch(out, store, 40, 1, env)
-        run.processes.append(second)
-        while _established_to(port0) < 2:  # process 1 makes two: control and worker
-            assert time.monotonic() < deadline and second.poll() is None, run.stderr(1)
-            time.sleep(0.005)
-        time.sleep(0.3)  # its HELLOs arrive; process 0's retry is seconds away
-        killed_at = run.kill(1)
-        codes = run.wait(END)
-        assert codes[0] is not None, "process 0 hangs after its peer died right after HELLO"
-        assert codes[0] != 0
-        assert "process 1" in run.stderr(0), run.stderr(0)
-        print(f"survivor exit {run.exited[0] - killed_at:.2f} s after the kill")
-    finally:
-        run.stop()
+    # process 1 is SIGKILLed once it said HELLO, while process 0's own connection to it
+    # still waits to retry (tests.flow.kill_points.try_lost_after_hello)
+    outcome = try_lost_after_hello(tmp_path)
+    assert not outcome.hung, "process 0 hangs after its peer died right after HELLO"
+    assert outcome.survivor_code not in (None, 0)
+    assert outcome.resumed_ok, outcome.problems  # (its error names process 1)
 
 
 @pytest.mark.timeout(240)
