@@ -473,3 +473,53 @@ def test_an_aligned_clock_gives_the_same_windows_on_one_two_and_four_readers():
     assert sum(one.values()) == len(expected)
     assert _aligned_windows(items, 2) == one
     assert _aligned_windows(items, 4) == one
+
+
+def _window_kills(tmp_path: Path, windower: str, kills: int, items: int, seed: int) -> int:
+    import os
+    import subprocess
+    import sys
+
+    from .graph_recovery_job import read_parts
+    from .kill_loop import kill_and_resume
+
+    job = Path(__file__).with_name("window_recovery_job.py")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "GRAPH_JOB_COUNT": str(items)}
+
+    def start(out: Path, store: Path) -> subprocess.Popen[bytes]:
+        out.mkdir(exist_ok=True)
+        args = [sys.executable, str(job), str(out), str(store), windower]
+        return subprocess.Popen(args, env=env, stderr=subprocess.PIPE)
+
+    clean = start(tmp_path / "clean", tmp_path / "clean-store")
+    assert clean.wait(120) == 0, clean.stderr.read().decode() if clean.stderr else ""
+    want = Counter(read_parts(tmp_path / "clean"))
+    assert sum(want.values()) >= 20  # 20 keys: one session each, or a window per item
+    out, store = tmp_path / "out", tmp_path / "store"
+    out.mkdir()
+    span = items / 1000 / (kills + 1)  # the job's length (4 ms an item per partition) / kills
+    killed = kill_and_resume(lambda: start(out, store), out, kills, seed, span=span)
+    final = start(out, store)
+    assert final.wait(120) == 0, final.stderr.read().decode() if final.stderr else ""
+    got = Counter(read_parts(out))
+    assert got == want, (sum(got.values()), sum(want.values()))
+    print(f"{windower} windows exactly once through {killed} SIGKILLs: {sum(got.values())} lines")
+    return killed
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("windower", ["tumbling", "session"])
+def test_windows_open_across_sigkills_resume_to_the_failure_free_output(windower, tmp_path):
+    """Kill a process of a two-process window flow at random points, resume: exactly once.
+
+    The clock waits 30 s of event time and its system time is frozen, so
+    every key has windows open at every kill, and windows close after each
+    resume (on values, and at the end of the input).
+    """
+    assert _window_kills(tmp_path, windower, kills=3, items=1200, seed=37) >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_windows_through_twenty_sigkills(tmp_path):
+    assert _window_kills(tmp_path, "tumbling", kills=24, items=5000, seed=2037) >= 20
