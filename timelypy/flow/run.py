@@ -64,6 +64,10 @@ log = logging.getLogger("timelypy.flow")
 QUEUE_ITEMS = 65_536
 #: Seconds the helper processes of ``run_cluster`` get to exit after the run.
 CHILD_EXIT_SECONDS = 10.0
+#: Seconds process 0 of a completed run_cluster waits for its helper processes to end
+#: (their workers' last commits), saying so every CHILD_FINISH_WARN_SECONDS.
+CHILD_FINISH_SECONDS = 300.0
+CHILD_FINISH_WARN_SECONDS = 10.0
 
 _DONE = object()
 
@@ -261,6 +265,7 @@ class FlowRun(Iterator[tuple[int, Any]]):
         def body() -> None:
             try:
                 initialize_from(transport, config, program)
+                _await_children(self._children)
                 hand_over(_DONE)
             except BaseException as exc:  # handed to the caller's thread
                 hand_over(exc)
@@ -614,6 +619,33 @@ def _watch_children(
                     ),
                 )
                 return
+
+
+def _await_children(children: list[subprocess.Popen[bytes]]) -> None:
+    """The run completed here: wait for the helper processes to end, as they finish committing.
+
+    Success is reported only once every helper ended with success: a helper
+    still in its last recovery commit must not be stopped (the next
+    execution would redo what that commit covers), nor its failure hidden.
+    """
+    deadline = time.monotonic() + CHILD_FINISH_SECONDS
+    for proc_id, child in enumerate(children, start=1):
+        while True:
+            try:
+                code = child.wait(min(CHILD_FINISH_WARN_SECONDS, deadline - time.monotonic()))
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    raise ClusterError(
+                        f"process {proc_id} of run_cluster did not end within "
+                        f"{CHILD_FINISH_SECONDS:g} s of the flow's completion"
+                    ) from None
+                log.warning("process %d of run_cluster is still finishing; waiting", proc_id)
+        if code != 0:
+            raise ClusterError(
+                f"process {proc_id} of run_cluster exited with code {code} after the flow "
+                "completed (its error is printed above)"
+            )
 
 
 def _reap(children: list[subprocess.Popen[bytes]]) -> None:
