@@ -216,6 +216,8 @@ def test_bad_windowing_input_is_refused_when_the_flow_is_built():
         w.TumblingWindower(timedelta(0), ALIGN)
     with pytest.raises(FlowError, match="wait_for_system_duration"):
         w.EventClock(_at, timedelta(seconds=-1))
+    with pytest.raises(FlowError, match="now_getter must return an aware datetime"):
+        w.EventClock(_at, timedelta(0), now_getter=lambda: datetime(2024, 1, 1))
     with pytest.raises(FlowError, match="list, set or dict"):
         w.collect_window("c2", s, clock, tumbling, into=tuple)
 

@@ -309,6 +309,18 @@ class EventClock(Clock[V, _EventClockState]):
             raise FlowError(
                 f"EventClock's wait_for_system_duration must be a timedelta >= 0, got {wait!r}"
             )
+        if self.now_getter is not _utc_now:
+            # a naive system time fails on the first comparison, days later: say so now
+            if not callable(self.now_getter):
+                raise FlowError(
+                    f"EventClock's now_getter must be callable, got {self.now_getter!r}"
+                )
+            now = self.now_getter()
+            if not isinstance(now, datetime.datetime) or now.tzinfo is None:
+                raise FlowError(
+                    f"EventClock's now_getter must return an aware datetime (with a tzinfo), "
+                    f"got {now!r}"
+                )
 
     def build(self, resume_state: _EventClockState | None) -> ClockLogic[V, _EventClockState]:
         """A key's event clock."""
