@@ -1,6 +1,6 @@
 """Kill points, hangs, and slow last commits of a two-process run with recovery (issue 39).
 
-``python -m benchmarks.reliability_bench [--repeat N] [--json PATH]`` runs
+``python -m benchmarks.reliability_bench [--repeat N] [--json PATH] [--code DIR]`` runs
 ``tests/flow/reliability_job.py`` (two processes, 20 keys, 40 epochs, a
 recovery store) and, on this machine:
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -46,7 +47,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1, help="sweeps of every kill point")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--code",
+        type=Path,
+        help="run the job with the timelypy package under this directory (e.g. an older "
+        "checkout, for a before/after); the checks always use this one",
+    )
     args = parser.parse_args(argv)
+    if args.code is not None:
+        os.environ["RELIABILITY_CODE"] = str(args.code.resolve())
     started = time.monotonic()
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="reliability-") as scratch:

@@ -265,3 +265,17 @@ def test_allowing_non_restored_state_drops_it_with_a_warning(tmp_path, monkeypat
     resume = min(epoch for epoch, _ in pairs)
     assert final_totals(pairs) == dict.fromkeys(KEYS, EPOCHS - resume)
     assert not [row for row in RecoveryStore(store).snapshots() if row[0] == "sum"]
+
+
+def test_the_command_line_flag_allows_dropping_non_restored_state(tmp_path):
+    from timelypy.errors import ConfigError
+    from timelypy.flow.__main__ import _recovery, parser
+
+    allowed = _recovery(
+        parser().parse_args(["m:flow", "-r", str(tmp_path), "--allow-non-restored-state"])
+    )
+    assert allowed is not None and allowed.allow_non_restored_state is True
+    plain = _recovery(parser().parse_args(["m:flow", "-r", str(tmp_path)]))
+    assert plain is not None and plain.allow_non_restored_state is False
+    with pytest.raises(ConfigError, match="needs -r DIR"):
+        _recovery(parser().parse_args(["m:flow", "--allow-non-restored-state"]))

@@ -77,7 +77,10 @@ def environment(env: dict[str, str] | None = None) -> dict[str, str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TIMELYPY_", "JOB_"))}
     base.update(
         {
-            "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
+            # RELIABILITY_CODE: another timelypy checkout to run the job with (a before/after)
+            "PYTHONPATH": os.pathsep.join(
+                [p for p in (os.environ.get("RELIABILITY_CODE"), str(ROOT)) if p] + sys.path
+            ),
             "TIMELYPY_SECRET": SECRET,
             "TIMELYPY_CONNECT_TIMEOUT": "60",
             **(env or {}),
