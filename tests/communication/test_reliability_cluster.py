@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.flow import reliability_runs as runs
-from tests.flow.kill_points import try_lost_after_hello
+from tests.flow.kill_points import try_lost_after_hello, try_paused_old_execution
 from timelypy.recovery import RecoveryStore
 
 #: A run that should end (with success or an error) must end within this: past it, a hang.
@@ -115,3 +115,11 @@ def test_processes_with_different_secrets_both_stop_saying_so(tmp_path):
         # (TIMELYPY_CONNECT_TIMEOUT is 60 s here: a process that only timed out would
         # have said "heard nothing" after a minute, past END)
         assert "do not share the same cluster secret" in text, text
+
+
+@pytest.mark.timeout(300)
+def test_a_paused_process_of_an_old_execution_writes_nothing_when_it_wakes(tmp_path):
+    # SIGSTOP process 1 of execution 1; execution 2 runs to its end; SIGCONT process 1
+    unchanged, said, changed = try_paused_old_execution(tmp_path)
+    assert unchanged, changed
+    print(said)

@@ -210,3 +210,41 @@ def try_lost_after_hello(folder: Path, retry: float = 5.0) -> Outcome:
         resumed_ok=codes[0] is not None and "process 1" in run.stderr(0),
         problems=[] if codes[0] is None else [run.stderr(0)[-300:]],
     )
+
+
+def try_paused_old_execution(folder: Path) -> tuple[bool, str, str]:
+    """SIGSTOP a process of execution 1, run execution 2 to its end, then SIGCONT the old one.
+
+    Returns whether the store was left as execution 2 left it (nothing of
+    the woken process written), what the woken process said, and what
+    changed otherwise.
+    """
+    import os
+    import signal
+
+    store = folder / "store"
+    first = runs.start(folder / "first", store, EPOCHS, env={"JOB_EPOCH_SLEEP": "0.05"})
+    try:
+        runs.wait_for(first, "pid-1")
+        time.sleep(0.5)  # a few epochs in: snapshots pending and committed
+        os.kill(first.processes[1].pid, signal.SIGSTOP)
+        deadline = time.monotonic() + HANG_SECONDS
+        while first.processes[0].poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # process 0 notices its paused peer and ends
+        if first.processes[0].poll() is None:
+            return False, "", "process 0 did not end while its peer was paused"
+        second = runs.start(folder / "second", store, EPOCHS)
+        try:
+            if second.wait(HANG_SECONDS * 2) != [0, 0]:
+                return False, "", f"execution 2 failed: {second.stderr(0)[-400:]}"
+        finally:
+            second.stop()
+        recovered = RecoveryStore(store)
+        before = (recovered.snapshots(), recovered.fronts(1), recovered.fronts(2))
+        os.kill(first.processes[1].pid, signal.SIGCONT)
+        first.wait(HANG_SECONDS)
+    finally:
+        first.stop()
+    after = (recovered.snapshots(), recovered.fronts(1), recovered.fronts(2))
+    changed = "" if after == before else f"before {before[1:]}, after {after[1:]}"
+    return after == before, first.stderr(1)[-600:], changed
