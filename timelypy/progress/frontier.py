@@ -246,6 +246,10 @@ class MutableAntichain(Generic[T]):
         """Return every ``(time, count)`` with a non-zero count."""
         return list(self._counts.items())
 
+    def has_counts(self) -> bool:
+        """Return whether any time has a non-zero count (negative counts included)."""
+        return bool(self._counts)
+
     def clear(self) -> None:
         """Forget every count."""
         self._counts = {}

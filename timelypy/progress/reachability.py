@@ -382,7 +382,7 @@ class PortInformation:
 
     def mirror(self) -> None:
         """Let ``implications`` be ``pointstamps``: nothing but them reaches this location."""
-        if self.pointstamps._counts or self.implications._counts:
+        if self.pointstamps.has_counts() or self.implications.has_counts():
             raise ValueError("a location is mirrored before it holds anything")
         self.implications = self.pointstamps
         self.mirrored = True
@@ -390,8 +390,8 @@ class PortInformation:
     def implication_counts(self) -> dict[Any, int]:
         """The implications' counts by time (one per frontier element where mirrored)."""
         if self.mirrored:
-            return dict.fromkeys(self.implications._frontier, 1)
-        return dict(self.implications._counts)
+            return dict.fromkeys(self.implications.frontier(), 1)
+        return dict(self.implications.updates())
 
     def is_global(self, time: Any) -> bool:
         """Whether a pointstamp at ``time`` here is not implied by another one.
@@ -479,6 +479,18 @@ class Tracker:
     :meth:`propagate_all`; the changes it makes to implication frontiers are
     available from :meth:`pushed`, and changes to what the scope's outputs
     may still see from :meth:`pushed_output`.
+
+    A scope reads and fills these attributes directly, on its hot path (an
+    attribute test costs less than a call); nothing else should:
+
+    * ``target_changes``, ``source_changes`` -- the buffered changes, per
+      ``(node, port)`` a ``{time: diff}``; a scope adds to them in bulk (a
+      progress batch received, a child's counts), keeping no ``{}`` for a
+      port.  :meth:`propagate_all` replaces both dicts: read them again
+      after it.
+    * ``pushed_changes`` -- non-empty when :meth:`drain_pushed` has changes.
+    * ``emptied`` -- non-empty when :meth:`drain_emptied` has nodes.
+    * ``total_counts`` -- how many pointstamps are held (read only).
     """
 
     def __init__(self, builder: Builder) -> None:
@@ -546,8 +558,8 @@ class Tracker:
             ]
             for node, state in enumerate(self._per_operator)
         ]
-        self._target_changes: dict[tuple[int, int], dict[Any, int]] = {}
-        self._source_changes: dict[tuple[int, int], dict[Any, int]] = {}
+        self.target_changes: dict[tuple[int, int], dict[Any, int]] = {}
+        self.source_changes: dict[tuple[int, int], dict[Any, int]] = {}
         self._worklist: list[tuple[Any, int, int, int, int]] = []
         #: Which locations' implication changes :meth:`pushed` reports: ``None`` for
         #: every location, or per ``(kind, node, port)`` (see :meth:`report_only`).
@@ -560,11 +572,11 @@ class Tracker:
         self._members: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
         self._build_dag_order()
         # (node, kind, port, time) -> diff
-        self._pushed: dict[tuple[int, int, int, Any], int] = {}
+        self.pushed_changes: dict[tuple[int, int, int, Any], int] = {}
         #: Nodes one of whose implication frontiers became empty (see :meth:`drain_emptied`).
-        self._emptied: list[int] = []
+        self.emptied: list[int] = []
         self._output_changes: list[dict[Any, int]] = [{} for _ in range(scope_outputs)]
-        self._total_counts = 0
+        self.total_counts = 0
         #: Per kind (0: targets, 1: sources), per ``(node, port)``: the port's pointstamps
         #: and its summaries to the scope's outputs (what :meth:`_pointstamp_changes` reads).
         self._port_table: tuple[dict[tuple[int, int], tuple[MutableAntichain[Any], Any]], ...] = (
@@ -736,7 +748,7 @@ class Tracker:
             head = aliases.get(a, a)
             head_info = self._port_info(head)
             if (
-                info.pointstamps._counts
+                info.pointstamps.has_counts()
                 or self._buffered(b)
                 or info.implication_counts() != head_info.implication_counts()
             ):
@@ -763,7 +775,7 @@ class Tracker:
 
     def _buffered(self, key: tuple[int, int, int]) -> bool:
         kind, node, port = key
-        buffered = self._target_changes if kind == 0 else self._source_changes
+        buffered = self.target_changes if kind == 0 else self.source_changes
         return bool(buffered.get((node, port)))
 
     # -- shape ------------------------------------------------------------------
@@ -793,7 +805,7 @@ class Tracker:
         shape = self._shape
         if not (0 <= node < len(shape) and 0 <= port < shape[node][0]):
             raise self._port_error("Target", node, port)
-        self._update_target(node, port, time, diff)
+        self.buffer_target(node, port, time, diff)
 
     def update_source(self, source: Source, time: Any, diff: int) -> None:
         """Buffer a change of ``diff`` capabilities at output ``source`` at ``time``."""
@@ -801,7 +813,7 @@ class Tracker:
         shape = self._shape
         if not (0 <= node < len(shape) and 0 <= port < shape[node][1]):
             raise self._port_error("Source", node, port)
-        self._update_source(node, port, time, diff)
+        self.buffer_source(node, port, time, diff)
 
     def update(self, location: Location, time: Any, diff: int) -> None:
         """Buffer a pointstamp change at either kind of location."""
@@ -810,25 +822,55 @@ class Tracker:
         else:
             self.update_source(Source(location.node, location.port.index), time, diff)
 
-    def _update_target(self, node: int, port: int, time: Any, diff: int) -> None:
-        """Unchecked :meth:`update_target` for the runtime's hot path."""
-        changes = self._target_changes.get((node, port))
-        if changes is None:
-            self._target_changes[(node, port)] = {time: diff}
-        else:
-            changes[time] = changes.get(time, 0) + diff
-
-    def _update_source(self, node: int, port: int, time: Any, diff: int) -> None:
-        """Unchecked :meth:`update_source` for the runtime's hot path."""
-        changes = self._source_changes.get((node, port))
-        if changes is None:
-            self._source_changes[(node, port)] = {time: diff}
-        else:
-            changes[time] = changes.get(time, 0) + diff
-
     def tracking_anything(self) -> bool:
         """Whether any pointstamp is held or any update is still buffered."""
-        return bool(self._source_changes or self._target_changes or self._total_counts > 0)
+        return bool(self.source_changes or self.target_changes or self.total_counts > 0)
+
+    # -- the scope's interface ----------------------------------------------------
+    #
+    # A scope (:class:`~timelypy.progress.subgraph.Subgraph`) drives its tracker on
+    # the runtime's hot path: it adds whole batches of counts at once and takes
+    # results only when there are some, testing the attributes the class
+    # docstring lists before it calls.  buffer_target, buffer_source,
+    # drain_pushed, drain_emptied and drain_output are that contract with them;
+    # none checks its arguments (the scope built the graph, so its node and port
+    # numbers are valid).
+
+    def buffer_target(self, node: int, port: int, time: Any, diff: int) -> None:
+        """:meth:`update_target` without the check that the port exists."""
+        changes = self.target_changes.get((node, port))
+        if changes is None:
+            self.target_changes[(node, port)] = {time: diff}
+        else:
+            changes[time] = changes.get(time, 0) + diff
+
+    def buffer_source(self, node: int, port: int, time: Any, diff: int) -> None:
+        """:meth:`update_source` without the check that the port exists."""
+        changes = self.source_changes.get((node, port))
+        if changes is None:
+            self.source_changes[(node, port)] = {time: diff}
+        else:
+            changes[time] = changes.get(time, 0) + diff
+
+    def drain_pushed(self) -> list[tuple[tuple[int, int, int, Any], int]]:
+        """Return and clear the implication changes, as ``((node, kind, port, time), diff)``.
+
+        ``kind`` is 0 for an input (target), 1 for an output (source); what
+        :meth:`pushed` returns, without building a ``Location`` for each.
+        """
+        pushed = self.pushed_changes
+        if not pushed:
+            return []
+        self.pushed_changes = {}
+        return [(k, d) for k, d in pushed.items() if d]
+
+    def drain_output(self, output: int) -> list[tuple[Any, int]]:
+        """Return and clear the changes to what the scope's ``output`` may still see."""
+        changes = self._output_changes[output]
+        if not changes:
+            return []
+        self._output_changes[output] = {}
+        return [(t, d) for t, d in changes.items() if d]
 
     # -- propagation ----------------------------------------------------------
 
@@ -857,13 +899,13 @@ class Tracker:
         """
         result: list[tuple[int, int, int, list[tuple[Any, int]]]] = []
         total = 0
-        for kind, buffered in ((0, self._target_changes), (1, self._source_changes)):
+        for kind, buffered in ((0, self.target_changes), (1, self.source_changes)):
             if not buffered:
                 continue
             if kind == 0:
-                self._target_changes = {}
+                self.target_changes = {}
             else:
-                self._source_changes = {}
+                self.source_changes = {}
             table = self._port_table[kind]
             for key, updates in buffered.items():
                 pointstamps, summaries = table[key]
@@ -890,7 +932,7 @@ class Tracker:
                                 oc[out] = oc.get(out, 0) + diff
                 result.append((kind, key[0], key[1], changes))
         if total:
-            self._total_counts += total
+            self.total_counts += total
         return result
 
     def _propagate_dag(self) -> None:
@@ -916,7 +958,7 @@ class Tracker:
                     raise _fused_pointstamp(kind, node, port)
                 _wait(pending, heap, location, changes)
             location = -1  # the first comes from the heap
-        pushed = self._pushed
+        pushed = self.pushed_changes
         dag = self._dag
         while True:
             if location < 0:
@@ -943,8 +985,8 @@ class Tracker:
                 for t, d in changes:
                     key = (*reported, t)
                     pushed[key] = pushed.get(key, 0) + d
-            if not implications._frontier:
-                self._emptied.extend(nodes)
+            if implications.is_empty():
+                self.emptied.extend(nodes)
             if chain >= 0:
                 # The only successor, with no other predecessor: go on directly.
                 location = chain
@@ -985,9 +1027,9 @@ class Tracker:
 
         if not worklist:
             return
-        pushed = self._pushed
+        pushed = self.pushed_changes
         watched = self._watched_ports
-        emptied = self._emptied
+        emptied = self.emptied
         target_info = self._target_info
         source_info = self._source_info
         u64_max = U64_MAX
@@ -1028,7 +1070,7 @@ class Tracker:
                     if report:
                         key = (node, 1, port, t)
                         pushed[key] = pushed.get(key, 0) + d
-            if changes and not implications._frontier:
+            if changes and implications.is_empty():
                 emptied.append(node)
 
     def report_only(self, locations: Iterable[Location]) -> None:
@@ -1060,10 +1102,10 @@ class Tracker:
         node once more, so it can shut down when it holds nothing and its
         inputs are closed.
         """
-        emptied = self._emptied
+        emptied = self.emptied
         if not emptied:
             return emptied
-        self._emptied = []
+        self.emptied = []
         return emptied
 
     # -- results ----------------------------------------------------------------
@@ -1075,16 +1117,9 @@ class Tracker:
         that location's implications frontier, a negative one that it left.
         """
         result: ChangeBatch[tuple[Location, Any]] = ChangeBatch()
-        for (node, kind, port, time), diff in self._drain_pushed():
+        for (node, kind, port, time), diff in self.drain_pushed():
             result.update((Location(node, Port(PortKind(kind), port)), time), diff)
         return result
-
-    def _drain_pushed(self) -> list[tuple[tuple[int, int, int, Any], int]]:
-        pushed = self._pushed
-        if not pushed:
-            return []
-        self._pushed = {}
-        return [(k, d) for k, d in pushed.items() if d]
 
     def pushed_output(self) -> list[ChangeBatch[Any]]:
         """Return and clear, per scope output, changes to the times it may still see."""
@@ -1093,13 +1128,6 @@ class Tracker:
             result.append(ChangeBatch((t, d) for t, d in changes.items() if d))
             self._output_changes[index] = {}
         return result
-
-    def _drain_output(self, output: int) -> list[tuple[Any, int]]:
-        changes = self._output_changes[output]
-        if not changes:
-            return []
-        self._output_changes[output] = {}
-        return [(t, d) for t, d in changes.items() if d]
 
     def node_state(self, node: int) -> PerOperator:
         """Return the progress state of ``node``'s ports."""

@@ -424,7 +424,7 @@ class Subgraph(Operate):
         root = self.refinement is None
         if root:
             # No boundary to translate: received batches go straight to the tracker.
-            progcaster.recv_by_port(tracker._target_changes, tracker._source_changes)
+            progcaster.recv_by_port(tracker.target_changes, tracker.source_changes)
         else:
             progcaster.recv(self._final)
         self._propagate_pointstamps()
@@ -443,13 +443,13 @@ class Subgraph(Operate):
                     # now rather than receiving it through its own mailbox next step.
                     if root:
                         progcaster.send_by_port(
-                            self._local, tracker._target_changes, tracker._source_changes
+                            self._local, tracker.target_changes, tracker.source_changes
                         )
                     else:
                         progcaster.send(self._local, self._final)
                     self._local = {}
                 # else keep accumulating: nothing in the batch can advance a frontier yet
-        if self._final or tracker._target_changes or tracker._source_changes:
+        if self._final or tracker.target_changes or tracker.source_changes:
             # Children this activates have the scope scheduled again (activate_child).
             self._propagate_pointstamps()
         # Children activated by the last propagation (say, by their inputs'
@@ -468,13 +468,13 @@ class Subgraph(Operate):
         self.rounds += 1
         self._run_children()
         tracker: Tracker = self.tracker  # type: ignore[assignment]
-        if tracker._target_changes or tracker._source_changes:
+        if tracker.target_changes or tracker.source_changes:
             # Children this activates have the scope scheduled again (activate_child).
             self._propagate_pointstamps()
         if self._incomplete_count > 0 or self._pending:
             return True
         # (A pointstamp held is the common case: no call for it.)
-        return tracker._total_counts > 0 or tracker.tracking_anything()
+        return tracker.total_counts > 0 or tracker.tracking_anything()
 
     def _run_children(self) -> None:
         """Take the counts of the children that reported, then run the activated ones in order."""
@@ -645,7 +645,7 @@ class Subgraph(Operate):
         dropped, and so is a port left with none.
         """
         tracker: Tracker = self.tracker  # type: ignore[assignment]
-        buffers = (tracker._target_changes, tracker._source_changes)
+        buffers = (tracker.target_changes, tracker.source_changes)
         stats = self.stats[index]
         for counts, kind, keys, sign, stat, readers in self._slots[index]:
             if not counts:
@@ -673,7 +673,7 @@ class Subgraph(Operate):
 
     def _accept_frontier(self) -> None:
         to_inner = self.refinement.to_inner  # type: ignore[union-attr]
-        update = self.tracker._update_source  # type: ignore[union-attr]
+        update = self.tracker.buffer_source  # type: ignore[union-attr]
         for port, changes in enumerate(self._input_changes):
             if changes:
                 for time, diff in changes:
@@ -697,14 +697,14 @@ class Subgraph(Operate):
 
     def _propagate_pointstamps(self) -> None:
         tracker: Tracker = self.tracker  # type: ignore[assignment]
-        if not self._final and not tracker._target_changes and not tracker._source_changes:
+        if not self._final and not tracker.target_changes and not tracker.source_changes:
             return
         if self._final:
             final = self._final
             self._final = {}
             to_outer = self.refinement.to_outer if self.refinement is not None else None
-            update_target = tracker._update_target
-            update_source = tracker._update_source
+            update_target = tracker.buffer_target
+            update_source = tracker.buffer_source
             for (node, kind, port, time), diff in final.items():
                 if not diff:
                     continue
@@ -727,7 +727,7 @@ class Subgraph(Operate):
         if self._share_later:
             self._join_frontiers()
 
-        pushed = tracker._drain_pushed() if tracker._pushed else None
+        pushed = tracker.drain_pushed() if tracker.pushed_changes else None
         if pushed:
             children = self.children
             for (node, _, port, time), diff in pushed:
@@ -741,7 +741,7 @@ class Subgraph(Operate):
                 sinks = child.frontier_changes
                 if sinks is not None:
                     sinks[port].append((time, diff))
-        emptied = tracker.drain_emptied() if tracker._emptied else None
+        emptied = tracker.drain_emptied() if tracker.emptied else None
         if emptied:
             # A child whose inputs closed and which holds nothing runs once more, to shut down.
             for node in set(emptied):
@@ -753,7 +753,7 @@ class Subgraph(Operate):
         if self.outputs:
             to_outer = self.refinement.to_outer  # type: ignore[union-attr]
             for output in range(self.outputs):
-                changes = tracker._drain_output(output)
+                changes = tracker.drain_output(output)
                 if changes:
                     in_outer: dict[Any, int] = {}
                     for time, diff in changes:
@@ -848,13 +848,13 @@ def _keep_held(held: dict[Any, int], changes: dict[Any, int]) -> None:
 
 def _all_empty(ports: list[Any]) -> bool:
     for port in ports:
-        if port.implications._frontier:
+        if not port.implications.is_empty():
             return False
     return True
 
 
 def _all_pointstamps_empty(ports: list[Any]) -> bool:
     for port in ports:
-        if port.pointstamps._frontier:
+        if not port.pointstamps.is_empty():
             return False
     return True
