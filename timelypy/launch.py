@@ -58,8 +58,6 @@ __all__ = [
     "parser",
     "parse_launch_args",
     "LaunchOptions",
-    "GRACE_SECONDS",
-    "KILLED_GRACE_SECONDS",
 ]
 
 #: Seconds the other processes get to stop by themselves after one fails.

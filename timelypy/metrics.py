@@ -49,7 +49,11 @@ from timelypy.errors import ConfigError
 from timelypy.progress.metrics import time_operators
 from timelypy.worker import Worker
 
-__all__ = ["serve", "start", "MetricsServer", "DEFAULT_PORT"]
+__all__ = [
+    "serve",
+    "start",
+    "MetricsServer",
+]
 
 #: The port :func:`serve` and :func:`start` use unless told (Prometheus's
 #: range for exporters).

@@ -8,3 +8,5 @@ ZeroMQ: ``cluster`` (allocator and transport), ``network``, ``wire``,
 ``secret`` and ``watchdog``.  :func:`timelypy.execute.initialize_from` wraps
 workers around a transport's allocators.
 """
+
+__all__: list[str] = []  # the names live in the submodules

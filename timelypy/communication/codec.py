@@ -150,7 +150,6 @@ __all__ = [
     "PickleCodec",
     "make_codec",
     "register_marked",
-    "CODEC_NAMES",
 ]
 
 #: Bytes-like objects a codec decodes (ZeroMQ frames arrive as ``memoryview``).

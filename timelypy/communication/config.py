@@ -45,11 +45,6 @@ __all__ = [
     "parse_hostfile",
     "parse_address",
     "free_ports",
-    "DEFAULT_BASE_PORT",
-    "MAX_PARK_SPIN",
-    "PARK_SPIN",
-    "PARK_SPIN_ENV",
-    "USAGE",
 ]
 
 #: Default seconds a parking worker of a cluster polls before it blocks (``Config.park_spin``).

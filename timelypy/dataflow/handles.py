@@ -46,7 +46,6 @@ __all__ = [
     "OperatorInput",
     "OperatorOutput",
     "Session",
-    "BUFFER_SIZE",
     "batchwise_logic",
     "owner_send",
 ]

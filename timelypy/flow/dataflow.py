@@ -49,10 +49,6 @@ __all__ = [
     "KeyedStream",
     "operator",
     "Step",
-    "STATEFUL",
-    "KEYED",
-    "WINDOWED",
-    "CHAIN_INPUT",
 ]
 
 X_co = TypeVar("X_co", covariant=True)

@@ -56,7 +56,7 @@ from timelypy.flow.driver import (
 from timelypy.flow.inputs import InputConfig
 from timelypy.recovery import RecoveryConfig
 
-__all__ = ["run", "run_cluster", "cluster_main", "cli_main", "spawn_cluster", "FlowRun"]
+__all__ = ["run", "run_cluster", "cluster_main", "cli_main", "FlowRun"]
 
 log = logging.getLogger("timelypy.flow")
 

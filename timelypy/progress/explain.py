@@ -29,7 +29,11 @@ from typing import Any
 from timelypy.order import less_equal
 from timelypy.progress.subgraph import Subgraph
 
-__all__ = ["Holder", "explain", "summarize", "HOLDERS_LOGGED"]
+__all__ = [
+    "Holder",
+    "explain",
+    "summarize",
+]
 
 #: How many holders :func:`summarize` lists before it says how many more there are.
 HOLDERS_LOGGED = 10

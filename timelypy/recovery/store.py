@@ -81,7 +81,6 @@ from timelypy.recovery._sqlite import (
 )
 
 __all__ = [
-    "FORMAT",
     "Execution",
     "RecoveryStore",
     "create_store",

@@ -26,7 +26,10 @@ if TYPE_CHECKING:
     from timelypy.dataflow.handles import OperatorInfo, OperatorOutput
     from timelypy.dataflow.stream import Stream
 
-__all__ = ["to_stream", "scope_to_stream", "CHUNK", "BATCHES_PER_ACTIVATION"]
+__all__ = [
+    "to_stream",
+    "scope_to_stream",
+]
 
 T = TypeVar("T")
 
