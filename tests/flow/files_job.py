@@ -1,4 +1,4 @@
-"""A flow on two processes writing with FileSink and DirSink, for the kill tests (a script).
+"""A flow writing with FileSink and DirSink, for the kill tests (a script; JOB_PROCS x JOB_WORKERS).
 
 ``python files_job.py OUT_DIR STORE_DIR``: the paced partitioned source of
 graph_recovery_job, running sums per key to a DirSink of three files, and
@@ -20,6 +20,7 @@ from timelypy.flow.recovery import RecoveryConfig
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.flow.graph_recovery_job import Paced, PidSink
+from tests.flow.kill_loop import job_topology
 
 
 def _sum(total: int | None, value: int) -> tuple[int, int]:
@@ -50,10 +51,11 @@ def build(out: str) -> Dataflow:
 if __name__ == "__main__":
     out_dir, store = sys.argv[1], sys.argv[2]
     Path(out_dir).mkdir(parents=True, exist_ok=True)
+    procs, workers = job_topology()
     run_cluster(
         build(out_dir),
-        proc_count=2,
-        worker_count_per_proc=1,
+        proc_count=procs,
+        worker_count_per_proc=workers,
         epoch_interval=datetime.timedelta(milliseconds=20),
         recovery_config=RecoveryConfig(store, partitions=2, commit_interval=0),
     )

@@ -1,7 +1,13 @@
 """The kill-and-resume loop of the connector tests: SIGKILL a two-process job, resume it.
 
-A job writes ``pid-0`` and ``pid-1`` (its processes' ids) to its output
-directory once it runs (``graph_recovery_job.PidSink``).
+A job writes ``pid-0`` and ``pid-1`` (the process ids of workers 0 and 1)
+to its output directory once it runs (``graph_recovery_job.PidSink``).
+
+Resumed runs may run on another number of processes and workers: a job
+reads its topology from ``JOB_PROCS`` and ``JOB_WORKERS``
+(:func:`job_topology`), and :func:`rescaling` hands the kill loop's runs
+the topologies of :data:`TOPOLOGIES` in turn (a partition's snapshot is
+keyed by its name, so whichever worker writes it next resumes it).
 """
 
 from __future__ import annotations
@@ -11,8 +17,25 @@ import random
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+#: (processes, workers per process) of the runs the rescaling kill tests cycle through
+TOPOLOGIES = [(2, 1), (1, 2), (2, 2)]
+
+
+def job_topology() -> tuple[int, int]:
+    """The job's (processes, workers per process): ``JOB_PROCS`` x ``JOB_WORKERS``, 2 x 1."""
+    return int(os.environ.get("JOB_PROCS", "2")), int(os.environ.get("JOB_WORKERS", "1"))
+
+
+def rescaling() -> Iterator[dict[str, str]]:
+    """Environment for the kill loop's runs, one topology of :data:`TOPOLOGIES` after another."""
+    run = 0
+    while True:
+        procs, workers = TOPOLOGIES[run % len(TOPOLOGIES)]
+        run += 1
+        yield {"JOB_PROCS": str(procs), "JOB_WORKERS": str(workers)}
 
 
 def kill_and_resume(

@@ -1,4 +1,4 @@
-"""A flow on two processes appending to Redis streams, for the kill tests (a script).
+"""A flow appending to Redis streams, for the kill tests (a script; JOB_PROCS x JOB_WORKERS).
 
 ``python redis_job.py HOST PORT PREFIX OUT_DIR STORE_DIR``: the paced source
 of graph_recovery_job; each item's running sum appended to one of three
@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import timelypy.flow.operators as op
 from tests.flow.graph_recovery_job import Paced, PidSink
+from tests.flow.kill_loop import job_topology
 from timelypy.flow import run_cluster
 from timelypy.flow.connectors.redis_streams import RedisStreamSink
 from timelypy.flow.dataflow import Dataflow
@@ -40,10 +41,11 @@ def build(client: dict[str, object], prefix: str, out: str) -> Dataflow:
 if __name__ == "__main__":
     host, port, prefix, out_dir, store = sys.argv[1:6]
     Path(out_dir).mkdir(parents=True, exist_ok=True)
+    procs, workers = job_topology()
     run_cluster(
         build({"host": host, "port": int(port)}, prefix, out_dir),
-        proc_count=2,
-        worker_count_per_proc=1,
+        proc_count=procs,
+        worker_count_per_proc=workers,
         epoch_interval=datetime.timedelta(milliseconds=20),
         recovery_config=RecoveryConfig(store, partitions=2, commit_interval=0),
     )

@@ -17,7 +17,7 @@ from timelypy.flow.recovery import RecoveryConfig
 from timelypy.flow.testing import TestingSink, TestingSource, poll_next_batch, run_main
 
 from .graph_helpers import ZERO
-from .kill_loop import kill_and_resume
+from .kill_loop import TOPOLOGIES, kill_and_resume, rescaling
 
 
 def test_sources_read_and_resume_at_their_byte_offsets(tmp_path):
@@ -89,26 +89,32 @@ def _run_with_kills(tmp_path: Path, kills: int, seed: int, items: int) -> int:
         "GRAPH_JOB_COUNT": str(items),  # 4 ms an item and partition
     }
 
-    def start(out: Path, store: Path) -> subprocess.Popen[bytes]:
+    def start(out: Path, store: Path, topology: dict[str, str]) -> subprocess.Popen[bytes]:
         out.mkdir(exist_ok=True)
         return subprocess.Popen(
-            [sys.executable, str(job), str(out), str(store)], env=env, stderr=subprocess.PIPE
+            [sys.executable, str(job), str(out), str(store)],
+            env={**env, **topology},
+            stderr=subprocess.PIPE,
         )
 
-    clean = start(tmp_path / "clean", tmp_path / "clean-store")
+    clean = start(tmp_path / "clean", tmp_path / "clean-store", {})
     assert clean.wait(120) == 0, clean.stderr.read().decode() if clean.stderr else ""
     want = _lines(tmp_path / "clean")
     assert sum(want.values()) > 150
     out, store = tmp_path / "out", tmp_path / "store"
     out.mkdir()
+    runs = rescaling()  # each run on the next topology: resumed on other worker counts
     killed = kill_and_resume(
-        lambda: start(out, store), out, kills, seed, span=items / 1000 / (kills + 1)
+        lambda: start(out, store, next(runs)), out, kills, seed, span=items / 1000 / (kills + 1)
     )
-    final = start(out, store)
+    final = start(out, store, next(runs))
     assert final.wait(120) == 0, final.stderr.read().decode() if final.stderr else ""
     got = _lines(out)
     assert got == want, (sum(got.values()), sum(want.values()))
-    print(f"exactly once through {killed} SIGKILLs: {sum(got.values())} lines")
+    print(
+        f"file and dir sinks exactly once through {killed} SIGKILLs, resumed on processes x "
+        f"workers {TOPOLOGIES} in turn: {sum(got.values())} lines"
+    )
     return killed
 
 

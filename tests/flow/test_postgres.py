@@ -19,7 +19,7 @@ from timelypy.flow.testing import TestingSink, TestingSource, run_main
 
 from ..servers import postgres
 from .graph_helpers import ZERO
-from .kill_loop import kill_and_resume
+from .kill_loop import TOPOLOGIES, kill_and_resume, rescaling
 
 psycopg = pytest.importorskip("psycopg", reason="needs psycopg 3: pip install -e '.[test]'")
 
@@ -129,28 +129,36 @@ def _run_with_kills(dsn: str, tmp_path: Path, kills: int, seed: int, items: int)
         sql(dsn, f"CREATE TABLE {prefix}_{table} (k text, total int)")
         sql(dsn, f"CREATE TABLE {prefix}_{table}_latest (k text PRIMARY KEY, total int)")
 
-    def start(table: str, out: Path, store: Path) -> subprocess.Popen[bytes]:
+    def start(table: str, out: Path, store: Path, topology: dict[str, str]) -> Any:
         out.mkdir(exist_ok=True)
         return subprocess.Popen(
             [sys.executable, str(job), dsn, f"{prefix}_{table}", str(out), str(store)],
-            env=env,
+            env={**env, **topology},
             stderr=subprocess.PIPE,
         )
 
-    clean = start("clean", tmp_path / "clean", tmp_path / "clean-store")
+    clean = start("clean", tmp_path / "clean", tmp_path / "clean-store", {})
     assert clean.wait(120) == 0, clean.stderr.read().decode() if clean.stderr else ""
     out, store = tmp_path / "out", tmp_path / "store"
     out.mkdir()
+    runs = rescaling()  # each run on the next topology: resumed on other worker counts
     killed = kill_and_resume(
-        lambda: start("out", out, store), out, kills, seed, span=items / 1000 / (kills + 1)
+        lambda: start("out", out, store, next(runs)),
+        out,
+        kills,
+        seed,
+        span=items / 1000 / (kills + 1),
     )
-    final = start("out", out, store)
+    final = start("out", out, store, next(runs))
     assert final.wait(120) == 0, final.stderr.read().decode() if final.stderr else ""
     want, got = _table(dsn, f"{prefix}_clean"), _table(dsn, f"{prefix}_out")
     assert sum(want.values()) == items  # one running sum per item
     assert got == want, (sum(got.values()), sum(want.values()))
     assert _table(dsn, f"{prefix}_out_latest") == _table(dsn, f"{prefix}_clean_latest")
-    print(f"PostgreSQL exactly once through {killed} SIGKILLs: {sum(got.values())} rows")
+    print(
+        f"PostgreSQL exactly once through {killed} SIGKILLs, resumed on processes x workers "
+        f"{TOPOLOGIES} in turn: {sum(got.values())} rows"
+    )
     return killed
 
 

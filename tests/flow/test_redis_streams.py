@@ -20,7 +20,7 @@ from timelypy.flow.testing import TestingSink, TestingSource, run_main
 
 from ..servers import redis
 from .graph_helpers import ZERO
-from .kill_loop import kill_and_resume
+from .kill_loop import TOPOLOGIES, kill_and_resume, rescaling
 
 redis_py = pytest.importorskip("redis", reason="needs redis-py: pip install -e '.[test]'")
 
@@ -138,7 +138,7 @@ def _run_with_kills(
     job = Path(__file__).with_name("redis_job.py")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "GRAPH_JOB_COUNT": str(items)}
 
-    def start(prefix: str, out: Path, store: Path) -> subprocess.Popen[bytes]:
+    def start(prefix: str, out: Path, store: Path, topology: dict[str, str]) -> Any:
         out.mkdir(exist_ok=True)
         return subprocess.Popen(
             [
@@ -150,18 +150,23 @@ def _run_with_kills(
                 str(out),
                 str(store),
             ],
-            env=env,
+            env={**env, **topology},
             stderr=subprocess.PIPE,
         )
 
-    clean = start(f"clean{seed}", tmp_path / "clean", tmp_path / "clean-store")
+    clean = start(f"clean{seed}", tmp_path / "clean", tmp_path / "clean-store", {})
     assert clean.wait(120) == 0, clean.stderr.read().decode() if clean.stderr else ""
     out, store = tmp_path / "out", tmp_path / "store"
     out.mkdir()
+    runs = rescaling()  # each run on the next topology: resumed on other worker counts
     killed = kill_and_resume(
-        lambda: start(f"out{seed}", out, store), out, kills, seed, span=items / 1000 / (kills + 1)
+        lambda: start(f"out{seed}", out, store, next(runs)),
+        out,
+        kills,
+        seed,
+        span=items / 1000 / (kills + 1),
     )
-    final = start(f"out{seed}", out, store)
+    final = start(f"out{seed}", out, store, next(runs))
     assert final.wait(120) == 0, final.stderr.read().decode() if final.stderr else ""
     want = Counter(
         (key.replace(f"clean{seed}", "s"), k, t)
@@ -173,7 +178,10 @@ def _run_with_kills(
     )
     assert sum(want.values()) == items
     assert got == want, (sum(got.values()), sum(want.values()))
-    print(f"Redis exactly once through {killed} SIGKILLs: {sum(got.values())} entries")
+    print(
+        f"Redis exactly once through {killed} SIGKILLs, resumed on processes x workers "
+        f"{TOPOLOGIES} in turn: {sum(got.values())} entries"
+    )
     return killed
 
 
