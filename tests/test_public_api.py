@@ -78,14 +78,6 @@ PUBLIC: dict[str, list[str]] = {
         "stable_hash",
     ],
     "timelypy.communication": [],
-    "timelypy.communication.allocator": [
-        "Allocator",
-        "LocalMailboxes",
-        "ProcessAllocator",
-        "ProcessShared",
-        "process_allocators",
-        "waking_pusher",
-    ],
     "timelypy.communication.codec": [
         "Codec",
         "MsgpackCodec",
@@ -101,7 +93,6 @@ PUBLIC: dict[str, list[str]] = {
         "parse_arguments",
         "parse_hostfile",
     ],
-    "timelypy.communication.transport": ["ProcessTransport", "Transport"],
     "timelypy.dataflow": [
         "AsWorker",
         "Capability",
@@ -139,7 +130,6 @@ PUBLIC: dict[str, list[str]] = {
     "timelypy.dataflow.capability": ["Capability", "CapabilitySet", "InputCapability"],
     "timelypy.dataflow.channels": ["Exchange", "Pact", "Pipeline", "Push", "Tee"],
     "timelypy.dataflow.extension": ["attach", "scope_method", "stream_method"],
-    "timelypy.dataflow.fusion": ["count_only", "fuse_pipelines", "fused_edges", "shared_frontiers"],
     "timelypy.dataflow.handles": [
         "Frontier",
         "OperatorInfo",
@@ -412,7 +402,6 @@ PUBLIC: dict[str, list[str]] = {
         "Tracker",
         "summarize_outputs",
     ],
-    "timelypy.progress.subgraph": ["Refinement", "Subgraph"],
     "timelypy.recovery": [
         "ALLOW_NON_RESTORED_ENV",
         "AttachedExecution",

@@ -40,7 +40,11 @@ def test_the_pattern_finds_citations_and_leaves_random_seeds_alone():
 
 @pytest.mark.parametrize(
     "page",
-    sorted(p.name for p in (ROOT / "docs").glob("*.md") if p.name not in REWORDED_ELSEWHERE),
+    sorted(
+        str(p.relative_to(ROOT / "docs"))
+        for p in (ROOT / "docs").rglob("*.md")
+        if p.name not in REWORDED_ELSEWHERE or p.parent.name == "api"
+    ),
 )
 def test_guides_do_not_cite_the_spec(page):
     assert citations(ROOT / "docs" / page) == []
