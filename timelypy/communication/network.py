@@ -286,16 +286,14 @@ class ClusterNetwork:
         """A connection to the ROUTER closed: the peer that said HELLO on it, if one did."""
         return self._connections.pop(descriptor, None)
 
-    def drain(self, timeout: float = 1.0) -> None:
+    def drain(self) -> bool:
         """Read and dispatch what waits in the ROUTER, from any thread (the watchdog's).
 
-        Waits up to ``timeout`` s for a worker that is reading it; reads
-        nothing if none lets go by then.
+        Returns False, reading nothing, if a worker is reading it right now
+        (ask again a moment later: a parked worker holds it for up to a
+        quarter of a second).
         """
-        if not self._lock.acquire(timeout=timeout):
-            return
-        self._lock.release()
-        self.pump(0, wait=True)
+        return self.pump(0)
 
     # -- sockets ----------------------------------------------------------------
 

@@ -61,6 +61,10 @@ __all__ = ["Watchdog"]
 
 log = logging.getLogger("timelypy.cluster")
 
+#: Seconds past the goodbye grace a suspect may wait for the ROUTER to be free to read
+#: (before it is judged on what the workers read meanwhile).
+DRAIN_PATIENCE = 1.0
+
 _DISCONNECTED = int(zmq.EVENT_DISCONNECTED)
 _ACCEPTED = int(zmq.EVENT_ACCEPTED)
 _HANDSHAKE_SUCCEEDED = int(zmq.EVENT_HANDSHAKE_SUCCEEDED)
@@ -239,9 +243,12 @@ class Watchdog(threading.Thread):
             return
         network = self.network
         now = time.monotonic()
-        if any(now - since >= GOODBYE_GRACE for since in self._suspects.values()):
-            # A goodbye may wait in the ROUTER unread (every worker busy): read it first.
-            network.drain()
+        due = [p for p, since in self._suspects.items() if now - since >= GOODBYE_GRACE]
+        if due and not network.drain():
+            # A worker is reading the ROUTER this moment: look again at the next tick
+            # (it may be reading the goodbye), unless that went on for a while.
+            if all(now - self._suspects[p] < GOODBYE_GRACE + DRAIN_PATIENCE for p in due):
+                return
         for peer, since in list(self._suspects.items()):
             if peer in network.departed:
                 del self._suspects[peer]
