@@ -2,6 +2,7 @@
 
     python -m benchmarks.spark_bench [--quick] [--repeat N] [--master local[2]] [--markdown]
     python -m benchmarks.spark_bench --words 2M,10M,20M --repeat 3 [--map-rows 1000000]
+    python -m benchmarks.spark_bench --words 20M --output-records 20M --map-rows 0 --repeat 3
 
 **Wordcount.**  Every candidate counts the words of the 2,000,000-word corpus
 (``benchmarks/_data.py``), or ``--words`` sizes of it: 10M and 20M words are
@@ -11,7 +12,7 @@ every candidate runs with as many partitions, and timelypy workers, as the
 master has cores), on the same SparkSession:
 
 * ``timelypy combiner`` -- ``textFile`` -> :func:`timelypy_spark.run` with the
-  ``count_words`` dataflow of ``examples/spark_wordcount.py`` (a hand-written
+  ``count_words`` dataflow of ``examples/spark_combiner_wordcount.py`` (a hand-written
   per-epoch combiner, exchange by ``stable_hash``, totals per epoch),
   ``collect=True`` (one Spark job, like the peers);
 * ``timelypy run_flow (docs)`` -- the wordcount as ``docs/spark.md`` shows it:
@@ -34,6 +35,14 @@ master has cores), on the same SparkSession:
   -> ``reduceByKey(add)`` -> ``collectAsMap``;
 * ``pyspark dataframe`` -- ``read.text`` -> ``split``/``explode`` ->
   ``groupBy().count()`` -> collect.
+
+**Output-heavy flow** (``--output-records``, default 20M): a flow whose
+output is ``records`` records, ``flat_map`` of ``records / 100`` numbers
+into 100 records each, run by :func:`timelypy_spark.run_flow` to an RDD
+(no cache: the workers' output crosses one shuffle as pickled batches), then
+written (``saveAsPickleFile``) or counted, against PySpark's ``flatMap``
+making the same ``(0, (n, i))`` records followed by the same action; every
+timelypy run is checked to leave no cached RDD behind.
 
 **DataFrame map** (``--map-rows``, default 1,000,000): a DataFrame of
 ``(id long, word string, value double)`` rows (``spark.range`` on as many
@@ -81,7 +90,7 @@ CORPUS_WORDS = 2_000_000
 
 def _count_words() -> Any:
     spec = importlib.util.spec_from_file_location(
-        "spark_wordcount", ROOT / "examples" / "spark_wordcount.py"
+        "spark_combiner_wordcount", ROOT / "examples" / "spark_combiner_wordcount.py"
     )
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     assert spec is not None and spec.loader is not None
@@ -320,6 +329,88 @@ def wordcount(
     return stats, {name: values[-repeat:] for name, values in peaks.items()}
 
 
+#: Records each input number fans out to in the output-heavy flow.
+FAN_OUT = 100
+
+
+def fan_out(n: int) -> list[tuple[int, int]]:
+    """The output-heavy flow's ``flat_map``: ``FAN_OUT`` records per input number."""
+    return [(n, i) for i in range(FAN_OUT)]
+
+
+def fan_out_pairs(n: int) -> list[tuple[int, tuple[int, int]]]:
+    """The same records as ``run_flow``'s result holds them: ``(epoch, item)``, epoch 0."""
+    return [(0, (n, i)) for i in range(FAN_OUT)]
+
+
+def output_heavy(
+    spark: Any, records: int, cores: int, repeat: int, out_dir: Path
+) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """Time a flow whose output is ``records`` records, handed to Spark, vs PySpark's flatMap.
+
+    Every candidate turns ``records // FAN_OUT`` numbers (one partition per
+    core) into the same ``records`` records, ``(0, (n, i))``, and hands them
+    to Spark, which then writes them (``saveAsPickleFile``) or counts them.
+    timelypy: ``run_flow`` of ``flat_map(fan_out)``, then the action on its
+    result RDD; PySpark: ``flatMap(fan_out_pairs)`` and the same action.
+    After each timelypy run, no RDD may be left cached.
+    """
+    import shutil
+
+    import timelypy_spark
+    from timelypy.flow import Dataflow
+
+    sc = spark.sparkContext
+    flow = Dataflow()
+    flow.flat_map(fan_out)
+    flow.capture()
+
+    def numbers() -> Any:
+        return sc.parallelize(range(records // FAN_OUT), cores)
+
+    def cached() -> int:
+        return len(sc._jsc.getPersistentRDDs())
+
+    def written(rdd: Any) -> int:
+        target = out_dir / "output-heavy"
+        shutil.rmtree(target, ignore_errors=True)
+        rdd.saveAsPickleFile(str(target))
+        count = sum(1 for part in target.glob("part-*") if part.stat().st_size)
+        shutil.rmtree(target, ignore_errors=True)
+        return count
+
+    def ours(action: Callable[[Any], Any]) -> Callable[[], Any]:
+        def call() -> Any:
+            result = timelypy_spark.run_flow(spark, flow, numbers(), workers=cores)
+            value = action(result)
+            if cached():
+                raise AssertionError("run_flow left a cached RDD behind")
+            return value
+
+        return call
+
+    def peer(action: Callable[[Any], Any]) -> Callable[[], Any]:
+        return lambda: action(numbers().flatMap(fan_out_pairs))
+
+    candidates = {
+        "timelypy run_flow, saveAsPickleFile": ours(written),
+        "pyspark flatMap, saveAsPickleFile": peer(written),
+        "timelypy run_flow, count": ours(lambda rdd: rdd.count()),
+        "pyspark flatMap, count": peer(lambda rdd: rdd.count()),
+    }
+    peaks: dict[str, list[float]] = {name: [] for name in candidates}
+    stats = measure_interleaved(
+        {name: with_peaks(fn, peaks[name]) for name, fn in candidates.items()},
+        repeat=repeat,
+        warmup=1,
+    )
+    for name, stat in stats.items():
+        want = cores if "PickleFile" in name else records
+        if stat.result != want:
+            raise AssertionError(f"{name} gave {stat.result}, not {want}")
+    return stats, {name: values[-repeat:] for name, values in peaks.items()}
+
+
 def map_step(spark: Any, rows: int, cores: int, repeat: int) -> tuple[Any, Any]:
     """Time a DataFrame -> map -> DataFrame step: timelypy's Arrow path vs plain mapInArrow."""
     import pyarrow as pa
@@ -395,8 +486,12 @@ def _table_rows(
     peer: str,
     versus: str,
     floor: str | None = None,
+    more: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per candidate: median, rate, workers' peak RSS, speed vs ``peer`` (and ``floor``)."""
+    """One row per candidate: median, rate, workers' peak RSS, speed vs ``peer`` (and ``floor``).
+
+    ``more`` maps further columns to the candidate each compares against.
+    """
     baseline = stats[peer].median
     rows = []
     for name, stat in stats.items():
@@ -410,6 +505,8 @@ def _table_rows(
         }
         if floor is not None:
             row["vs floor"] = fmt_ratio(stats[floor].median / stat.median)
+        for column, other in (more or {}).items():
+            row[column] = fmt_ratio(stats[other].median / stat.median)
         rows.append(row)
     return rows
 
@@ -427,6 +524,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     )
     parser.add_argument(
         "--map-rows", type=int, default=1_000_000, help="rows of the map workload (0: skip it)"
+    )
+    parser.add_argument(
+        "--output-records",
+        default="20M",
+        help="records out of the output-heavy flow, e.g. 20M (0: skip it)",
     )
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
@@ -468,6 +570,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     )
     rows: list[dict[str, Any]] = []
     map_rows: list[dict[str, Any]] = []
+    out_rows: list[dict[str, Any]] = []
     try:
         cores = spark.sparkContext.defaultParallelism
         for index, (words, paths, expected) in enumerate(sizes):
@@ -483,8 +586,26 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     "pyspark dataframe",
                     "vs DataFrame",
                     FLOOR,
+                    {"vs reduceByKey": "pyspark rdd"},
                 )
             )
+        out_records = parse_records(args.output_records)
+        if args.quick:
+            out_records = min(out_records, 2_000_000)
+        if out_records:
+            stats, peaks = output_heavy(spark, out_records, cores, repeat, ROOT / ".bench-data")
+            for action in ("saveAsPickleFile", "count"):
+                out_rows.extend(
+                    _table_rows(
+                        f"output-heavy flow, {out_records:,} records, {action}, on {args.master}",
+                        {name: stat for name, stat in stats.items() if name.endswith(action)},
+                        peaks,
+                        out_records,
+                        "records/s",
+                        f"pyspark flatMap, {action}",
+                        "vs flatMap",
+                    )
+                )
         if args.map_rows and not args.quick:
             stats, peaks = map_step(spark, args.map_rows, cores, repeat)
             map_rows.extend(
@@ -510,10 +631,18 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             "words/s",
             "worker peak RSS",
             "vs DataFrame",
+            "vs reduceByKey",
             "vs floor",
         ],
         markdown=args.markdown,
     )
+    if out_rows:
+        print()
+        print_table(
+            out_rows,
+            ["workload", "candidate", "median s", "records/s", "worker peak RSS", "vs flatMap"],
+            markdown=args.markdown,
+        )
     if map_rows:
         print()
         print_table(
@@ -521,7 +650,21 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             ["workload", "candidate", "median s", "rows/s", "worker peak RSS", "vs mapInArrow"],
             markdown=args.markdown,
         )
-    return rows + map_rows
+    return rows + out_rows + map_rows
+
+
+def parse_records(text: str) -> int:
+    """``"20M"`` -> 20000000, ``"0"`` -> 0 (a whole multiple of the fan-out).
+
+    >>> parse_records("20M"), parse_records("0")
+    (20000000, 0)
+    """
+    text = text.strip().upper()
+    scale = 1_000_000 if text.endswith("M") else 1_000 if text.endswith("K") else 1
+    records = int(float(text.rstrip("MK")) * scale)
+    if records % FAN_OUT:
+        raise SystemExit(f"--output-records must be a multiple of {FAN_OUT}, not {text}")
+    return records
 
 
 if __name__ == "__main__":

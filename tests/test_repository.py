@@ -34,6 +34,38 @@ def test_ci_runs_the_readme_test_command():
     assert readme_commands()[1] in ci
 
 
+def test_the_readme_main_job_is_the_spark_wordcount_on_a_fresh_venv():
+    # a fresh venv with the spark extra, then the flow-API wordcount on Spark
+    # (tests/spark/test_spark.py runs that example and checks what it prints)
+    main = readme_commands()[0]
+    assert main.startswith("python3 -m venv .venv && .venv/bin/pip install -q -e '.[spark]'")
+    assert main.endswith("&& .venv/bin/python examples/spark_wordcount.py")
+    assert "Dataflow" in (ROOT / "examples" / "spark_wordcount.py").read_text()
+    assert readme_commands()[1].startswith(
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[spark,test]'"
+    )
+
+
+def readme_quick_path() -> str:
+    text = (ROOT / "README.md").read_text()
+    found = re.search(r"Without Spark[^`]*`(python3 -m venv[^`]*)`", text)
+    assert found, "README.md must give a one-line quick path without Spark"
+    return found.group(1)
+
+
+def test_the_readme_quick_path_installs_no_spark_and_runs():
+    quick = readme_quick_path()
+    assert "spark" not in quick
+    assert quick.startswith("python3 -m venv .venv && .venv/bin/pip install -q -e . && ")
+    run = quick.rsplit(" && ", 1)[1].split()  # the program, on this checkout's venv
+    assert run[0] == ".venv/bin/python"
+    result = subprocess.run(
+        [sys.executable, *run[1:]], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "('timelypy', " in result.stdout  # this README's own words, counted
+
+
 def python_blocks(path: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
 

@@ -5,7 +5,7 @@
   its input stream, the output stream back as an RDD or DataFrame (a
   DataFrame in and out travels as Arrow batches, :mod:`timelypy_spark.arrow`;
   ``output="frame"`` without a ``schema`` infers one from a sample).
-* :func:`run_flow` -- a :class:`timelypy.flow.Dataflow` (the seeds' epoch
+* :func:`run_flow` -- a :class:`timelypy.flow.Dataflow` (the epoch
   layer) over an RDD, a DataFrame or a partitioned input; its captured
   ``(epoch, item)`` pairs back as an RDD or DataFrame.
 * :func:`iter_flow` -- the same, its results yielded on the driver epoch by

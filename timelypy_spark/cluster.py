@@ -6,9 +6,10 @@
   them all at once), else a clear error in seconds rather than Spark's own
   minutes of retries; dynamic allocation refused up front;
 * :func:`check_executors`: once per SparkContext, one small job whose
-  tasks import ``timelypy`` and report its version, so that executors
-  without it (or with another version) fail in the time of that job with
-  what to do, not after a barrier stage's retries;
+  tasks import everything a timelypy task needs and report a fingerprint of
+  the timelypy code they run, so that executors without it (or with other
+  code) fail in the time of that job with what to do, not after a barrier
+  stage's retries;
 * :data:`CONF_KEYS` and :func:`conf_value`: the ``spark.timelypy.*``
   settings a call reads for the keywords it was not given;
 * :func:`first_line` and :func:`executor_cause`: the line of a Spark
@@ -19,12 +20,18 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import os
 import re
 import time
+import zipfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from timelypy.errors import ConfigError
+from timelypy_spark._compat import check_msgpack, max_concurrent_tasks
 
 __all__ = [
     "CONF_KEYS",
@@ -32,11 +39,13 @@ __all__ = [
     "call_site",
     "check_executors",
     "check_slots",
+    "code_fingerprint",
     "conf_value",
     "default_workers",
     "driver_host",
     "executor_cause",
     "first_line",
+    "lost_task_cause",
     "spark_context",
 ]
 
@@ -68,16 +77,14 @@ def check_slots(sc: Any, workers: int) -> int:
             "Spark rejects barrier stages under dynamic allocation: set "
             "spark.dynamicAllocation.enabled=false for timelypy_spark"
         )
-    jsc = sc._jsc.sc()
-    profile = jsc.resourceProfileManager().defaultResourceProfile()
-    slots = int(jsc.maxNumConcurrentTasks(profile))
+    slots = max_concurrent_tasks(sc)
     master = sc.master or ""
     if slots < workers and not (master.startswith("local") and "cluster" not in master):
         # Executors of a fresh cluster register a moment after the session starts.
         deadline = time.monotonic() + SLOT_WAIT
         while slots < workers and time.monotonic() < deadline:
             time.sleep(0.25)
-            slots = int(jsc.maxNumConcurrentTasks(profile))
+            slots = max_concurrent_tasks(sc)
     if slots < workers:
         raise ConfigError(
             f"timelypy_spark needs {workers} free task slots (one per worker, all at once), "
@@ -87,22 +94,74 @@ def check_slots(sc: Any, workers: int) -> int:
     return slots
 
 
-def _import_probe(items: Iterator[Any]) -> Iterator[tuple[str, str, str]]:
-    """On an executor: whether ``timelypy`` imports there, its version, and the Python."""
+def _executor_probe(items: Iterator[Any]) -> Iterator[tuple[str, str, str, str]]:
+    """On an executor: what of a task's needs fail there, and the code it would run.
+
+    Yields ``(problems, fingerprint, python, host)``: ``problems`` is empty
+    when every module a task imports is there (``timelypy``,
+    ``timelypy_spark``, ``zmq``, ``msgpack``, ``cloudpickle``) and msgpack
+    has the packer hook timelypy's codec extends; ``fingerprint`` is
+    :func:`code_fingerprint` of the timelypy it imports.
+    """
+    import importlib
+    import socket
     import sys
 
-    try:
-        import timelypy
-    except BaseException as exc:  # reported to the driver, not raised
-        yield ("error", f"{type(exc).__name__}: {exc}", sys.executable)
-    else:
-        yield ("ok", str(getattr(timelypy, "__version__", "?")), sys.executable)
+    problems = []
+    for name in ("timelypy", "timelypy_spark", "zmq", "msgpack", "cloudpickle"):
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:  # reported to the driver, not raised
+            problems.append(f"{type(exc).__name__}: {exc}")
+    fingerprint = ""
+    if not problems:
+        try:
+            # by name: this function runs by value, outside its module
+            importlib.import_module("timelypy_spark._compat").check_msgpack()
+            fingerprint = importlib.import_module("timelypy_spark.cluster").code_fingerprint()
+        except BaseException as exc:
+            problems.append(f"{type(exc).__name__}: {exc}")
+    yield ("; ".join(problems), fingerprint, sys.executable, socket.gethostname())
 
 
 # Pickled by value, so that an executor without timelypy can still run it and say so
 # (by reference it would have to import this module first, and fail where it cannot).
-_import_probe.__module__ = "__main__"
-_import_probe.__qualname__ = "_timelypy_import_probe"
+_executor_probe.__module__ = "__main__"
+_executor_probe.__qualname__ = "_timelypy_executor_probe"
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """A hash of the source of the ``timelypy`` and ``timelypy_spark`` this process imports.
+
+    The same on the driver and on executors that run the same code, whether
+    installed, an editable checkout or shipped as an archive
+    (:func:`timelypy_spark.ship_package`); a version number would not tell
+    two checkouts of one version apart.
+    """
+    import timelypy
+
+    digest = hashlib.sha256()
+    # this module's folder is timelypy_spark's (importing the package here would be a cycle)
+    for root in (Path(str(timelypy.__file__)).parent, Path(__file__).parent):
+        for name, text in sorted(_sources(root)):
+            digest.update(name.encode() + b"\0" + text + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _sources(root: Path) -> Iterator[tuple[str, bytes]]:
+    """``(path relative to the package's parent, bytes)`` of every ``.py`` file of a package."""
+    text = str(root)
+    marker = text.find(".zip" + os.sep)
+    if marker < 0:
+        for path in root.rglob("*.py"):
+            yield str(path.relative_to(root.parent).as_posix()), path.read_bytes()
+        return
+    archive, inner = text[: marker + 4], text[marker + 5 :].replace(os.sep, "/")
+    with zipfile.ZipFile(archive) as zipped:
+        for name in zipped.namelist():
+            if name.startswith(inner + "/") and name.endswith(".py"):
+                yield name, zipped.read(name)
 
 
 def call_site(sc: Any, text: str) -> Any:
@@ -127,43 +186,51 @@ _checked: set[str] = set()
 
 
 def check_executors(sc: Any, workers: int) -> None:
-    """Fail fast, before any barrier stage, unless executors import this timelypy.
+    """Fail fast, before any barrier stage, unless executors can run timelypy's tasks.
 
     Runs one small ordinary job of ``workers`` tasks, once per SparkContext:
-    each task tries ``import timelypy`` and reports its version.  A missing
-    module or another version is a :class:`ConfigError` saying what to do,
-    in the time of that job rather than after a barrier stage's retries.
+    each task imports what a timelypy task needs (``timelypy``,
+    ``timelypy_spark``, ``zmq``, ``msgpack``, ``cloudpickle``), checks
+    msgpack's packer, and reports a fingerprint of the timelypy code it
+    imports.  A missing module (all of them at once) or other code than the
+    driver's is a :class:`ConfigError` saying what to do, in the time of
+    that job rather than after a barrier stage's retries.  (The task's own
+    program, the user's functions, is checked by each task as it starts,
+    :func:`timelypy_spark.task.barrier_task`.)
     """
     application = str(sc.applicationId)
     if application in _checked:
         return
-    import timelypy
-
-    sc.setJobDescription("timelypy: checking that the executors import timelypy")
+    check_msgpack()
+    mine = code_fingerprint()
+    sc.setJobDescription("timelypy: checking that the executors can run timelypy's tasks")
     try:
         with call_site(sc, "timelypy executor check"):
             reports = set(
-                sc.parallelize(range(workers), workers).mapPartitions(_import_probe).collect()
+                sc.parallelize(range(workers), workers).mapPartitions(_executor_probe).collect()
             )
     finally:
         sc.setJobDescription(None)
-    failures = sorted(report for report in reports if report[0] == "error")
+    failures = sorted(report for report in reports if report[0])
     if failures:
-        _, error, python = failures[0]
+        problems, _, python, host = failures[0]
         raise ConfigError(
-            f"Spark's executors cannot import timelypy ({error}, with the executor's Python "
-            f"{python}). Install timelypy where the executors' Python can import it, point "
-            "PYSPARK_PYTHON (spark.pyspark.python) at a Python that has it, send a packed "
-            "virtual environment with spark.archives, or call "
-            "timelypy_spark.ship_package(spark) once to ship this copy to the executors"
+            f"Spark's executors cannot run timelypy's tasks ({problems}; on host {host}, with "
+            f"the executor's Python {python}). Install timelypy[spark] where the executors' "
+            "Python can import it, point PYSPARK_PYTHON (spark.pyspark.python) at a Python "
+            "that has it, send a packed virtual environment with spark.archives, or, when only "
+            "timelypy itself is missing, call timelypy_spark.ship_package(spark) once to ship "
+            "this copy to the executors"
         )
-    versions = sorted({version for _, version, _ in reports})
-    if versions != [timelypy.__version__]:
+    others = sorted({(fingerprint, python, host) for _, fingerprint, python, host in reports})
+    others = [other for other in others if other[0] != mine]
+    if others:
+        fingerprint, python, host = others[0]
         raise ConfigError(
-            f"Spark's executors import timelypy {', '.join(versions)}, the driver "
-            f"{timelypy.__version__}: workers of one run must run the same timelypy (install "
-            "the driver's version on the executors, or ship it with "
-            "timelypy_spark.ship_package(spark))"
+            f"Spark's executors run other timelypy code than the driver (source fingerprint "
+            f"{fingerprint} on host {host}, Python {python}; the driver's {mine}): workers of "
+            "one run must run the same code. Install the driver's copy on the executors, or "
+            "ship it with timelypy_spark.ship_package(spark)"
         )
     _checked.add(application)
 
@@ -271,3 +338,53 @@ def executor_cause(text: str) -> str | None:
             if line.startswith("\tat "):
                 in_traceback = False
     return found
+
+
+_LOST_TASK = re.compile(
+    r"Lost task [\d.]+ in stage [\d.]+ \(TID \d+\) \(([^()\s]+) executor ([^()\s]+)\)"
+)
+_EXECUTOR_LOST = re.compile(r"ExecutorLostFailure \(executor (\S+?) exited[^)]*\)([^\n]*)")
+_WORKER_DIED = (
+    "Python worker exited unexpectedly",
+    "Python worker failed to connect back",
+    "Connection reset",
+    "java.io.EOFException",
+    "Broken pipe",
+)
+
+
+def lost_task_cause(text: str) -> str | None:
+    r"""What a Spark failure says about a lost task (an executor or Python worker that died).
+
+    ``None`` when the text tells of no such loss (the failure is of another
+    kind).  Names the executor and its host where Spark does.
+
+    >>> print(lost_task_cause("Lost task 0.0 in stage 3.0 (TID 7) (10.0.0.5 executor 1): "
+    ...       "ExecutorLostFailure (executor 1 exited caused by one of the running "
+    ...       "tasks) Reason: Command exited with code 137"))
+    executor 1 on 10.0.0.5 was lost (exited caused by one of the running tasks;
+    Reason: Command exited with code 137)
+    >>> print(lost_task_cause("Lost task 1.0 in stage 2.0 (TID 4) (127.0.0.1 executor "
+    ...       "driver): SparkException: Python worker exited unexpectedly (crashed)"))
+    the Python worker of a task on executor driver (127.0.0.1) died
+    (Python worker exited unexpectedly)
+    >>> lost_task_cause("Task failed: ValueError: bad record") is None
+    True
+    """
+    where = _LOST_TASK.search(text)
+    lost = _EXECUTOR_LOST.search(text)
+    if lost is not None:
+        executor = lost.group(1)
+        host = f" on {where.group(1)}" if where is not None and where.group(2) == executor else ""
+        detail = lost.group(0)[len("ExecutorLostFailure (executor ") + len(executor) + 1 :]
+        reason = detail.replace(")", ";", 1).strip().rstrip(";").strip()
+        return f"executor {executor}{host} was lost ({reason})"
+    died = next((marker for marker in _WORKER_DIED if marker in text), None)
+    if died is None:
+        return None
+    if where is not None:
+        return (
+            f"the Python worker of a task on executor {where.group(2)} ({where.group(1)}) died "
+            f"({died})"
+        )
+    return f"the Python worker of a task died ({died})"

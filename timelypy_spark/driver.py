@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
 import secrets
 import time
 import uuid
@@ -53,6 +54,7 @@ from timelypy_spark.cluster import (
     default_workers,
     driver_host,
     first_line,
+    lost_task_cause,
     spark_context,
 )
 from timelypy_spark.progress import DriverProgress
@@ -325,6 +327,7 @@ def _run_execution(
         flatten=flatten,
         stream_program=stream_program,
         encode=stage.encode,
+        log_level=min(logging.WARNING, logging.getLogger("timelypy").getEffectiveLevel()),
     )
     group = f"timelypy-{run}-{execution}"
     outcome: dict[str, Any] = {}
@@ -349,6 +352,7 @@ def _run_execution(
     thread = InheritableThread(target=job, name=f"timelypy-spark-{run}-{execution}", daemon=True)
     deadline = None if timeout is None else time.monotonic() + timeout
     registered: dict[int, str] = {}
+    executors: dict[int, str] = {}  # worker -> the address of the executor running its task
     tasks: dict[int, int] = {}
     lost: str | None = None
     worker_error: tuple[int, Any] | None = None
@@ -367,8 +371,14 @@ def _run_execution(
     def report(identity: bytes, message: Any) -> None:
         """A task's message other than its registration or an error, in either loop."""
         if message.kind == "log":
-            # a worker's warning (a stall, a probe that stopped moving), forwarded
-            log.log(message.body["level"], "[task %d] %s", message.index, message.body["text"])
+            # a worker's record (a stall, a probe that stopped moving), forwarded
+            log.log(
+                message.body["level"],
+                "[task %d] %s",
+                message.index,
+                message.body["text"],
+                extra={"timelypy_worker": message.index},
+            )
         elif message.kind == "progress":
             progress.report(message.index, message.body)
         elif message.kind not in ("register", "error"):
@@ -392,6 +402,7 @@ def _run_execution(
                         )
                         continue
                     registered[message.index] = message.body["endpoint"]
+                    executors[message.index] = str(message.body.get("executor", "?"))
                     if len(registered) == workers:
                         rendezvous.send_table([registered[i] for i in range(workers)])
                 elif message.kind == "error" and _better(worker_error, message):
@@ -440,20 +451,31 @@ def _run_execution(
         progress.finish()
         rendezvous.close()
     thread.join(CANCEL_WAIT)
+    spark_text = _failure_text(outcome.get("error"))
+    spark_cause = lost_task_cause(spark_text) if spark_text else None
+    if spark_cause and "executor" not in spark_cause:
+        spark_cause += _task_where(executors, spark_text)
     if worker_error is not None and (root_found or lost is None):
         error = _original(*worker_error)
         if root_found:
+            error.add_note(f"timelypy run {run}, execution {execution}: Spark job group {group}")
             raise error
         # Only peers' "lost process N" reports: that worker's task died without a word.
         raise TaskLostError(
-            f"a Spark task of timelypy run {run} (execution {execution}) was lost: its worker "
-            f"stopped without reporting an error (its Python worker or executor died?); "
-            f"worker {worker_error[0]} reported: {first_line(error)}"
+            f"a Spark task of timelypy run {run} (execution {execution}) was lost: "
+            + (
+                f"{spark_cause}; "
+                if spark_cause
+                else "its worker stopped without reporting an error (its Python worker or "
+                f"executor died?{_lost_where(executors, first_line(error))}); "
+            )
+            + f"worker {worker_error[0]} reported: {first_line(error)}"
         ) from error
     if lost is not None:
         raise TaskLostError(
             f"a Spark task of timelypy run {run} (execution {execution}) was lost: {lost}; "
-            f"the attempt's Spark job group {group!r} was cancelled"
+            f"the attempt's Spark job group {group!r} was cancelled (the gang ran on "
+            f"{_executors_text(executors)})"
         )
     if outcome.get("timeout"):
         raise ClusterError(
@@ -462,11 +484,62 @@ def _run_execution(
         )
     if "error" in outcome:
         error = outcome["error"]
+        if spark_cause:
+            raise TaskLostError(
+                f"a Spark task of timelypy run {run} (execution {execution}) was lost: "
+                f"{spark_cause}"
+            ) from error
         raise SparkJobError(
             f"the Spark job of timelypy run {run} (execution {execution}) failed: "
             f"{first_line(error)}"
         ) from error
     return outcome["value"]
+
+
+def _executors_text(executors: dict[int, str]) -> str:
+    """``executor at A (worker 0), executor at B (workers 1, 2)``."""
+    by_address: dict[str, list[int]] = {}
+    for worker, address in sorted(executors.items()):
+        by_address.setdefault(address, []).append(worker)
+    return (
+        ", ".join(
+            f"executor at {address} (worker{'s' if len(ws) > 1 else ''} {', '.join(map(str, ws))})"
+            for address, ws in by_address.items()
+        )
+        or "executors not known yet"
+    )
+
+
+def _task_where(executors: dict[int, str], text: str) -> str:
+    """Where the barrier task Spark names (``ResultTask(stage, partition)``) ran."""
+    found = re.search(r"(?:Result|ShuffleMap)Task\(\d+, (\d+)\)", text)
+    if found is not None and int(found.group(1)) in executors:
+        worker = int(found.group(1))
+        return f": worker {worker}'s task, on the executor at {executors[worker]}"
+    return f"; the gang ran on {_executors_text(executors)}"
+
+
+def _lost_where(executors: dict[int, str], report: str) -> str:
+    """Where the lost worker ran, from a peer's ``lost process N`` report."""
+    found = re.search(r"lost process (\d+)", report)
+    if found is not None and int(found.group(1)) in executors:
+        worker = int(found.group(1))
+        return f" worker {worker} ran on the executor at {executors[worker]}"
+    return f" the gang ran on {_executors_text(executors)}"
+
+
+def _failure_text(error: BaseException | None) -> str:
+    """All Spark says of a failed job: the Python message and the Java exception's text."""
+    if error is None:
+        return ""
+    text = str(error)
+    java = getattr(error, "java_exception", None)
+    if java is not None:
+        try:
+            text += "\n" + str(java.toString())
+        except Exception:  # the JVM may be gone already
+            pass
+    return text
 
 
 def _secondary(body: Any) -> bool:

@@ -1,6 +1,6 @@
 """A :class:`timelypy.flow.Dataflow` on Spark: ``run_flow(spark, flow, source, workers=N)``.
 
-The seeds' epoch-level flows (``map``, ``reduce_epoch``, ``stateful_map``,
+Epoch-level flows (``map``, ``reduce_epoch``, ``stateful_map``,
 ``capture``...) run here exactly as :func:`timelypy.flow.run` runs them,
 with each worker one long-lived task of a single Spark barrier stage (the
 machinery of :func:`timelypy_spark.execute`: slot check, rendezvous on the

@@ -37,25 +37,31 @@ driver, once more, over those rows.
 Each worker's output records leave its task while it runs (a bounded queue
 between the worker and Spark's output, :mod:`timelypy_spark.task`), so no
 worker holds its whole output.  The workers run once, in a barrier stage,
-before ``run`` returns.  Their output then crosses a shuffle into an
-ordinary, persisted RDD or DataFrame (memory and disk): Spark refuses
-``take``, ``first`` or ``show`` on anything that still chains to a barrier
-stage, and the shuffle files keep the output, so later actions never run
-the workers again.  ``collect=True`` skips all that and returns the records
-in a list, from the same single job.
+before ``run`` returns.  Their output then crosses a shuffle, a batch at
+a time, into an ordinary RDD (:func:`materialize`): Spark refuses ``take``,
+``first`` or ``show`` on anything that still chains to a barrier stage, and
+the shuffle's files keep the output, so later actions never run the
+workers again.  Nothing is cached (``persist()`` the result to keep it in
+memory).  A DataFrame result of a DataFrame source (Arrow) is cached while
+the returned DataFrame lives (:func:`materialize_frame`).  ``collect=True``
+skips all that and returns the records in a list, from the same single job.
 
 >>> # result = timelypy_spark.run(spark, lambda scope, lines: lines.flat_map(str.split), rdd)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import pickle
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
 from timelypy.errors import ConfigError
+from timelypy_spark._compat import java_dataset, jvm_count, shuffle_pickled_batches
 from timelypy_spark.arrow import BatchReader, BatchWriter, infer_schema, output_schema
 from timelypy_spark.cluster import spark_context
 from timelypy_spark.driver import AttemptService, BarrierStage, run_barrier
@@ -230,13 +236,17 @@ def run_streaming(
     ``rdd`` is an RDD or a :class:`~timelypy_spark.driver.BarrierStage`
     (a ``mapInArrow`` stage makes a DataFrame).  The tasks stream their
     output records back as they are emitted; the result is the driver's
-    list (``collect``), or an RDD or DataFrame of them, persisted.  A
-    ``service`` serves the tasks from the driver (see :func:`run_barrier`).
+    list (``collect``), or an RDD (never cached: :func:`materialize`) or
+    DataFrame (:func:`materialize_frame`) of them.  A ``service`` serves
+    the tasks from the driver (see :func:`run_barrier`).
     """
     stage = rdd if isinstance(rdd, BarrierStage) else BarrierStage.of_rdd(rdd)
     if collect:
         action: Callable[[Any], Any] = _collect
     elif stage.schema is None:
+        # each task yields its output a pickled batch at a time: the shuffle then
+        # handles one item per batch, never one per record, in Python
+        stage = dataclasses.replace(stage, encode=_pickled_batch)
         action = materialize
     else:
 
@@ -327,15 +337,16 @@ def row_reader(source: Any, row_type: str) -> Reader | None:
 
 
 def materialize_frame(frame: Any, partitions: int) -> Any:
-    """A ``mapInArrow`` stage's DataFrame, persisted after a shuffle and computed once.
+    """A ``mapInArrow`` stage's DataFrame, computed once, cached while the result lives.
 
-    As :func:`materialize` does for an RDD: a shuffle takes the output off
-    the barrier stage (so ``show`` and ``take`` work), and the persisted
-    result keeps it, so later actions do not run the workers again.  The
-    shuffle keeps each worker's output in the partition of the same number
-    (``repartitionById`` by ``spark_partition_id()``, PySpark 4.1 and
-    later); before 4.1 it is a round-robin ``repartition``, for which Spark
-    sorts each task's output first (``spark.sql.execution.sortBeforeRepartition``).
+    A shuffle takes the output off the barrier stage (so ``show`` and
+    ``take`` work), keeping each worker's output in the partition of the
+    same number (``repartitionById`` by ``spark_partition_id()``, PySpark
+    4.1 and later; before, a round-robin ``repartition``).  A DataFrame
+    re-plans its shuffle at every action, so the result is cached
+    (memory and disk) to keep later actions from running the workers again:
+    the cache goes when the returned DataFrame is garbage collected, or
+    ``unpersist()`` drops it earlier.  A failed run caches nothing.
     """
     if hasattr(frame, "repartitionById"):
         from pyspark.sql.functions import spark_partition_id
@@ -343,35 +354,50 @@ def materialize_frame(frame: Any, partitions: int) -> Any:
         output = frame.repartitionById(partitions, spark_partition_id())
     else:  # pragma: no cover - PySpark 3.5 and 4.0
         output = frame.repartition(partitions)
-    return _computed_once(output)
-
-
-def materialize(barrier_rdd: Any) -> Any:
-    """The barrier stage's output as an ordinary, persisted RDD, computed once.
-
-    Spark refuses partial jobs (``take``, ``first``, ``show``) on a chain that
-    holds a barrier stage, so the output crosses a shuffle: the RDD returned
-    is an ordinary one, and the shuffle files keep the workers' output, so
-    later actions do not run the workers again.
-    """
-    workers = barrier_rdd.getNumPartitions()
-    keyed = barrier_rdd.mapPartitionsWithIndex(
-        lambda index, records: ((index, record) for record in records)
-    )
-    return _computed_once(keyed.partitionBy(workers, _same_partition).values())
-
-
-def _computed_once(output: Any) -> Any:
-    """Persist ``output`` (an RDD or a DataFrame) and compute it now; a failure caches nothing."""
     from pyspark import StorageLevel
 
     output.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         output.count()
     except BaseException:
-        output.unpersist(blocking=False)  # a failed run leaves nothing cached behind
+        output.unpersist(blocking=False)
         raise
+    # The JVM Dataset, not the Python DataFrame: the finalizer must not keep it alive.
+    weakref.finalize(output, _unpersist, java_dataset(output))
     return output
+
+
+def _unpersist(dataset: Any) -> None:
+    try:
+        dataset.unpersist(False)
+    except Exception:  # the session has stopped: its cache went with it
+        pass
+
+
+def materialize(barrier_rdd: Any) -> Any:
+    """The barrier stage's output as an ordinary RDD, its workers run once, nothing cached.
+
+    ``barrier_rdd`` yields each task's output as pickled batches
+    (:func:`_pickled_batch`, made in the worker's thread).  Spark refuses
+    partial jobs (``take``, ``first``, ``show``) on a chain that holds a
+    barrier stage, so the batches cross a shuffle, each kept in the
+    partition of its worker's number
+    (:func:`~timelypy_spark._compat.shuffle_pickled_batches`): the RDD
+    returned reads the shuffle's files, an ordinary RDD whose later actions
+    skip the barrier stage (Spark keeps a shuffle's files while an RDD that
+    reads them is alive).  The workers run now, in one job that writes the
+    shuffle and counts its blocks in the JVM; the records are unpickled
+    once, by whatever action the caller runs.  Nothing is cached:
+    ``persist()`` it if you want it in memory.
+    """
+    result = shuffle_pickled_batches(barrier_rdd, barrier_rdd.getNumPartitions())
+    jvm_count(result)
+    return result
+
+
+def _pickled_batch(records: list[Any]) -> bytes:
+    """A task's output batch as one pickled item (see :func:`materialize`)."""
+    return pickle.dumps(records, pickle.HIGHEST_PROTOCOL)
 
 
 def _same_partition(index: int) -> int:

@@ -18,7 +18,10 @@ ways:
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
+import threading
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -27,9 +30,34 @@ import timelypy
 
 __all__ = ["ship_package", "build_archive"]
 
+_lock = threading.Lock()
+#: This process's one directory for archives (removed when the process exits).
+_directory: list[Path] = []
+#: Archive paths already added, by Spark application id.
+_shipped: dict[str, Path] = {}
+
+
+def _ship_directory() -> Path:
+    """The process's directory for archives: made once, removed at exit.
+
+    Spark's file server sends an added file to executors from its path on the
+    driver whenever one asks, so the archive must outlive the call (and the
+    context): it goes when the driver's process ends.
+    """
+    with _lock:
+        if not _directory:
+            path = Path(tempfile.mkdtemp(prefix="timelypy-ship-"))
+            atexit.register(shutil.rmtree, path, True)
+            _directory.append(path)
+        return _directory[0]
+
 
 def build_archive(directory: str | Path | None = None) -> Path:
-    """Zip the ``timelypy`` and ``timelypy_spark`` packages; return the archive's path."""
+    """Zip the ``timelypy`` and ``timelypy_spark`` packages; return the archive's path.
+
+    The archive goes into ``directory``, or into a directory of this process
+    that is removed when it exits (never one left behind per call).
+    """
     if timelypy.__file__ is None:
         raise ImportError(
             "cannot ship timelypy: it is not imported from files (a namespace package?); "
@@ -37,7 +65,7 @@ def build_archive(directory: str | Path | None = None) -> Path:
         )
     # This module lives in timelypy_spark: no need to import the package it belongs to.
     roots = (Path(timelypy.__file__).resolve().parent, Path(__file__).resolve().parent)
-    target = Path(directory or tempfile.mkdtemp(prefix="timelypy-ship-")) / "timelypy.zip"
+    target = Path(directory or _ship_directory()) / "timelypy.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for root in roots:
             for path in sorted(root.rglob("*")):
@@ -47,8 +75,18 @@ def build_archive(directory: str | Path | None = None) -> Path:
 
 
 def ship_package(spark: Any) -> Path:
-    """Add an archive of timelypy to the session with ``addPyFile``; return its path."""
+    """Add an archive of timelypy to the session with ``addPyFile``; return its path.
+
+    Once per SparkContext: a second call returns the archive the first added.
+    """
     sc = getattr(spark, "sparkContext", spark)
+    application = str(sc.applicationId)
+    with _lock:
+        known = _shipped.get(application)
+    if known is not None:
+        return known
     archive = build_archive()
     sc.addPyFile(str(archive))
+    with _lock:
+        _shipped[application] = archive
     return archive

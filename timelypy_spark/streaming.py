@@ -50,6 +50,7 @@ from typing import Any
 from timelypy.errors import ClusterError, ConfigError, FlowError
 from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.inputs import InputConfig
+from timelypy_spark._compat import max_concurrent_tasks
 from timelypy_spark.cluster import check_slots, conf_value, spark_context
 from timelypy_spark.feed import (
     CHUNK_ROWS,
@@ -530,9 +531,7 @@ def _check_stream_slots(sc: Any, workers: int, batch_slots: int) -> None:
     except ConfigError as exc:
         if "dynamic allocation" in str(exc):
             raise
-        jsc = sc._jsc.sc()
-        profile = jsc.resourceProfileManager().defaultResourceProfile()
-        slots = int(jsc.maxNumConcurrentTasks(profile))
+        slots = max_concurrent_tasks(sc)
         raise ConfigError(
             f"stream_flow needs {needed} task slots: {workers} for the gang of workers, which "
             f"holds them while the query runs, and {batch_slots} for the micro-batches' own "

@@ -136,31 +136,58 @@ class TaskSpec:
     #: ``encode(records)``: what a streaming task yields for each piece of its output
     #: (``None``: the records themselves; see the module documentation).
     encode: Callable[[list[Any]], Any] | None = None
+    #: The least level of the worker's ``timelypy`` log records sent to the driver: the
+    #: driver's own effective level for ``timelypy``, so that a user who turns on INFO
+    #: there sees the workers' INFO records too.
+    log_level: int = logging.WARNING
 
 
 def barrier_task(spec: TaskSpec) -> Callable[[Iterable[Any]], Iterator[Any]]:
-    """The function Spark runs on every partition of the barrier stage."""
+    """The function Spark runs on every partition of the barrier stage.
+
+    The spec travels as cloudpickle bytes that the task itself unpickles:
+    a user function whose module the executors lack then fails *inside*
+    the task, which tells the driver exactly what failed and waits to be
+    cancelled -- one attempt and one clear message, rather than Spark's
+    stage retries each failing the same way (:func:`_startup_error`).
+    """
+    import cloudpickle
+
+    payload = cloudpickle.dumps(spec)
+    head = _Head(
+        spec.driver, spec.secret, spec.run, spec.execution, spec.workers, spec.connect_timeout
+    )
+    del spec  # only the bytes travel
 
     def run_partition(partition: Iterable[Any]) -> Iterator[Any]:
+        import pickle
+
         from pyspark import BarrierTaskContext
 
         context = BarrierTaskContext.get()
         index = context.partitionId()
         attempt = context.taskAttemptId()
-        channel = TaskChannel(spec.driver, spec.secret, spec.run, spec.execution, index)
+        channel = TaskChannel(head.driver, head.secret, head.run, head.execution, index)
         reported: list[BaseException] = []
-        tasks = len(context.getTaskInfos())
-        if tasks != spec.workers:
+        infos = context.getTaskInfos()
+        tasks = len(infos)
+        if tasks != head.workers:
             error = ConfigError(
-                f"the barrier stage has {tasks} tasks, but the run has {spec.workers} workers "
+                f"the barrier stage has {tasks} tasks, but the run has {head.workers} workers "
                 f"(one per partition): the input's partitions changed after they were counted "
-                f"(adaptive query execution?); repartition it to {spec.workers} partitions first"
+                f"(adaptive query execution?); repartition it to {head.workers} partitions first"
             )
             try:
                 channel.send_error(error, str(error))
             finally:
                 channel.close()
             raise error
+        try:
+            spec: TaskSpec = pickle.loads(payload)
+        except BaseException as exc:
+            address = infos[index].address if index < tasks else "?"
+            _startup_error(head, channel, index, address, exc)
+            raise  # not reached: the driver cancels the task first
 
         def report(error: BaseException) -> None:
             if not reported:
@@ -195,6 +222,52 @@ def barrier_task(spec: TaskSpec) -> Callable[[Iterable[Any]], Iterator[Any]]:
             yield (index, result)
 
     return run_partition
+
+
+@dataclass(frozen=True)
+class _Head:
+    """What a task needs before its :class:`TaskSpec` is unpickled: how to reach the driver."""
+
+    driver: str
+    secret: bytes
+    run: str
+    execution: int
+    workers: int
+    connect_timeout: float
+
+
+def _startup_error(
+    head: _Head, channel: TaskChannel, index: int, address: str, exc: BaseException
+) -> None:
+    """Report a task that cannot start (its program does not unpickle), then wait to be cancelled.
+
+    Such an error is the same on every attempt: the driver raises it once and
+    cancels the run; the task does not fail by itself (Spark would retry the
+    stage), but waits, at most ``connect_timeout`` seconds, for that cancel.
+    """
+    import socket
+    import sys
+
+    hint = ""
+    if isinstance(exc, ModuleNotFoundError):
+        hint = (
+            f": module {exc.name!r} is importable on the driver but not on the executors; "
+            "install it there, or ship it (SparkContext.addPyFile, spark.submit.pyFiles, "
+            "--py-files), or define the function in the driver's script"
+        )
+    error = ConfigError(
+        f"worker {index}'s Spark task (executor at {address}, host {socket.gethostname()}, "
+        f"Python {sys.executable}) cannot load the program it runs: "
+        f"{type(exc).__name__}: {exc}{hint}"
+    )
+    try:
+        channel.send_error(error, "".join(traceback.format_exception(exc)))
+        deadline = time.monotonic() + head.connect_timeout
+        while time.monotonic() < deadline:
+            time.sleep(POLL)
+    finally:
+        channel.close()
+    raise error from exc
 
 
 def _streamed(
@@ -310,7 +383,10 @@ def _run(
     )
     try:
         # The task's attempt id tells the driver a resubmitted stage from the gang it met.
-        channel.send("register", {"endpoint": network.endpoint, "task": attempt})
+        channel.send(
+            "register",
+            {"endpoint": network.endpoint, "task": attempt, "executor": _executor_address(index)},
+        )
         deadline = time.monotonic() + spec.connect_timeout
         table = None
         while table is None:
@@ -327,9 +403,12 @@ def _run(
     except BaseException:
         network.close()
         raise
-    forward = _ForwardWarnings(channel)
+    forward = _ForwardWarnings(channel, spec.log_level)
     logger = logging.getLogger("timelypy")
     logger.addHandler(forward)
+    previous = logger.level
+    if spec.log_level < logger.getEffectiveLevel():
+        logger.setLevel(spec.log_level)
 
     def with_progress(worker: Any) -> Any:
         worker.activate_after(lambda: _send_progress(worker, channel), PROGRESS_SECONDS)
@@ -339,7 +418,18 @@ def _run(
         results = initialize_from(ClusterTransport(network), config, with_progress, report)
     finally:
         logger.removeHandler(forward)
+        logger.setLevel(previous)
     return results[0]
+
+
+def _executor_address(index: int) -> str:
+    """The address of the executor running barrier task ``index`` (Spark's ``host:port``)."""
+    try:
+        from pyspark import BarrierTaskContext
+
+        return str(BarrierTaskContext.get().getTaskInfos()[index].address)
+    except Exception:  # not in a barrier task (a sample run on the driver)
+        return "?"
 
 
 def _send_progress(worker: Any, channel: TaskChannel) -> None:
@@ -359,16 +449,19 @@ def _send_progress(worker: Any, channel: TaskChannel) -> None:
 
 
 class _ForwardWarnings(logging.Handler):
-    """Send the worker's ``timelypy`` warnings to the driver, which logs them too.
+    """Send the worker's ``timelypy`` log records to the driver, which logs them too.
 
     A stall warning or a probe that stopped moving (``Worker.watch_probe``)
     is written on the executor, where nobody looks; the driver logs what
-    arrives as ``[task I] message``.  Only records of the worker's own thread
-    are sent: it is the one thread using the channel while the worker runs.
+    arrives through Python ``logging`` (logger ``timelypy_spark``, the
+    record's level).  Records at ``level`` and above are sent (WARNING, or
+    lower when the driver's ``timelypy`` logger is set lower).  Only
+    records of the worker's own thread are sent: it is the one thread using
+    the channel while the worker runs.
     """
 
-    def __init__(self, channel: TaskChannel) -> None:
-        super().__init__(logging.WARNING)
+    def __init__(self, channel: TaskChannel, level: int = logging.WARNING) -> None:
+        super().__init__(level)
         self.channel = channel
 
     def emit(self, record: logging.LogRecord) -> None:

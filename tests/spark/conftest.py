@@ -22,6 +22,7 @@ def spark():
         "timelypy-tests",
         spark__ui__enabled="false",
         spark__ui__showConsoleProgress="false",
+        spark__sql__shuffle__partitions="4",
     )
     yield session
     session.stop()

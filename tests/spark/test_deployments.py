@@ -46,18 +46,23 @@ def run_job(
     env: dict[str, str] | None = None,
     workers: int = 2,
     timeout: float = 600,
+    submit: bool = False,
 ) -> dict:
+    """Run spark_job.py on ``master``: with ``submit``, through pyspark's ``spark-submit``."""
     paths, expected = corpus(tmp_path)
     output = tmp_path / "result.json"
     environment = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", **(env or {}))
+    if submit:
+        home = Path(pyspark.__file__).parent
+        environment.update(SPARK_HOME=str(home), PYSPARK_PYTHON=sys.executable)
+        command = [str(home / "bin" / "spark-submit"), "--master", master, str(SCRIPT)]
+    else:
+        command = [sys.executable, str(SCRIPT), "--master", master]
     # Run from a directory without the package: Spark's Python workers start
     # in the driver's working directory and would import it from there.
     result = subprocess.run(
         [
-            sys.executable,
-            str(SCRIPT),
-            "--master",
-            master,
+            *command,
             "--workers",
             str(workers),
             *extra,
@@ -73,6 +78,7 @@ def run_job(
     assert result.returncode == 0, result.stderr[-4000:]
     data = json.loads(output.read_text())
     assert data["counts"] == dict(expected)
+    assert data["master"] == master  # spark-submit's --master, not a default of timelypy's
     return data
 
 
@@ -103,7 +109,7 @@ def test_standalone_master_and_worker(tmp_path):
         PYSPARK_PYTHON=sys.executable,
         SPARK_NO_DAEMONIZE="1",
     )
-    master_port, worker_port = free_port(), free_port()
+    master_port = free_port()
     spark_class = str(home / "bin" / "spark-class")
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -122,44 +128,63 @@ def test_standalone_master_and_worker(tmp_path):
         stdout=(logs / "master.log").open("w"),
         stderr=subprocess.STDOUT,
     )
-    worker = subprocess.Popen(
-        [
-            spark_class,
-            "org.apache.spark.deploy.worker.Worker",
-            f"spark://127.0.0.1:{master_port}",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(worker_port),
-            "--cores",
-            "2",
-            "--memory",
-            "1g",
-            "--webui-port",
-            str(free_port()),
-        ],
-        env=env,
-        stdout=(logs / "worker.log").open("w"),
-        stderr=subprocess.STDOUT,
-    )
+    workers = [
+        subprocess.Popen(
+            [
+                spark_class,
+                "org.apache.spark.deploy.worker.Worker",
+                f"spark://127.0.0.1:{master_port}",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(free_port()),
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(free_port()),
+            ],
+            env=env,
+            stdout=(logs / f"worker-{index}.log").open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        for index in range(2)
+    ]
     try:
         deadline = time.monotonic() + 90
-        while "Successfully registered with master" not in (logs / "worker.log").read_text():
-            assert time.monotonic() < deadline, (logs / "worker.log").read_text()[-2000:]
-            assert master.poll() is None and worker.poll() is None
-            time.sleep(0.5)
-        run_job(
-            tmp_path, f"spark://127.0.0.1:{master_port}", env={"PYSPARK_PYTHON": sys.executable}
+        for index in range(2):
+            log = logs / f"worker-{index}.log"
+            while "Successfully registered with master" not in log.read_text():
+                assert time.monotonic() < deadline, log.read_text()[-2000:]
+                assert master.poll() is None and all(w.poll() is None for w in workers)
+                time.sleep(0.5)
+        # spark-submit --master: the job runs on that master, not on a default of timelypy's
+        data = run_job(
+            tmp_path,
+            f"spark://127.0.0.1:{master_port}",
+            env={"PYSPARK_PYTHON": sys.executable},
+            submit=True,
         )
+        assert len({pid for _, pid in data["origins"]}) == 2  # one executor per worker
     finally:
-        for process in (worker, master):
+        for process in (*workers, master):
             process.terminate()
-        for process in (worker, master):
+        for process in (*workers, master):
             try:
                 process.wait(20)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(10)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_spark_submit_master_is_obeyed_on_a_local_cluster(tmp_path):
+    data = run_job(
+        tmp_path, "local-cluster[2,1,1024]", env={"PYSPARK_PYTHON": sys.executable}, submit=True
+    )
+    assert len({pid for _, pid in data["origins"]}) == 2
 
 
 def bare_python(directory: Path) -> Path:
@@ -188,9 +213,15 @@ def bare_python(directory: Path) -> Path:
 
 def test_ship_package_to_executors_without_timelypy(tmp_path):
     python = bare_python(tmp_path)
-    data = run_job(tmp_path, "local[2]", "--ship", env={"PYSPARK_PYTHON": str(python)})
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    data = run_job(
+        tmp_path, "local[2]", "--ship", env={"PYSPARK_PYTHON": str(python), "TMPDIR": str(temp)}
+    )
     # The executors imported the shipped archive, not an installed package.
     assert all("timelypy.zip" in origin for origin, _ in data["origins"]), data["origins"]
+    # and the driver left no directory of archives behind
+    assert not list(temp.glob("timelypy-ship-*")), list(temp.iterdir())
 
 
 @pytest.mark.slow
@@ -220,7 +251,7 @@ def test_executors_without_timelypy_show_their_import_error(tmp_path):
     assert result.returncode != 0
     # checked before the barrier stage: one small job, not a barrier stage's retries
     assert (
-        "Spark's executors cannot import timelypy (ModuleNotFoundError: No module named "
+        "Spark's executors cannot run timelypy's tasks (ModuleNotFoundError: No module named "
         "'timelypy'" in result.stderr
     ), result.stderr[-3000:]
     assert str(python) in result.stderr  # names the executors' Python

@@ -18,7 +18,7 @@ import pytest
 import timelypy
 import timelypy_spark
 from timelypy import ConfigError
-from timelypy_spark import SparkJobError
+from timelypy_spark.driver import TaskLostError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +31,7 @@ def load_example(name: str) -> Any:
     return module
 
 
-wordcount_example = load_example("spark_wordcount")
+wordcount_example = load_example("spark_combiner_wordcount")
 
 
 def hello(worker: timelypy.Worker) -> list[tuple[int, int]]:
@@ -256,10 +256,15 @@ def test_a_task_process_that_dies_stops_the_run(idle):
                 worker.step()
 
     started = time.monotonic()
-    with pytest.raises((timelypy.ClusterError, SparkJobError)) as info:
+    with pytest.raises(TaskLostError) as info:
         timelypy_spark.execute(idle, dying, workers=2)
     assert time.monotonic() - started < 30
-    assert "process 1" in str(info.value) or "failed" in str(info.value)
+    message = str(info.value)
+    assert "was lost" in message
+    # which worker died, and on which executor: Spark's words, or its peer's report
+    assert re.search(r"worker 1('s task|\b.*ran on the executor at)", message) or (
+        "process 1" in message
+    ), message
 
 
 def test_bad_arguments(idle):
@@ -274,7 +279,7 @@ def test_bad_arguments(idle):
         timelypy_spark.run(idle, lambda s, x: None, rdd)
 
 
-def test_wordcount_example_runs(tmp_path):
+def test_the_readme_main_job_prints_checkable_counts_per_epoch():
     import subprocess
     import sys
 
@@ -282,6 +287,39 @@ def test_wordcount_example_runs(tmp_path):
         [
             sys.executable,
             str(ROOT / "examples" / "spark_wordcount.py"),
+            "--copies",
+            "600",
+            "--epochs",
+            "3",
+            "--master",
+            "local[2]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    zen = load_example("spark_wordcount").ZEN
+    per_copy = sum(len(re.findall(r"[a-z']+", line.lower())) for line in zen)
+    assert f"Counted {600 * per_copy:,} words" in out
+    assert "in 3 epochs" in out and "by 2 timelypy workers" in out and "on local[2]" in out
+    better = sum(line.lower().split().count("better") for line in zen)
+    for epoch in range(3):  # 200 copies an epoch
+        assert re.search(
+            rf"epoch {epoch}: {200 * per_copy:,} words; .*better {200 * better:,}", out
+        )
+    assert re.search(r"Spark start-up [\d.]+ s; first run [\d.]+ s; warm run [\d.]+ s", out)
+
+
+def test_the_combiner_wordcount_example_runs(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "spark_combiner_wordcount.py"),
             "--lines",
             "2000",
             "--master",

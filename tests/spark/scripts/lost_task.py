@@ -1,6 +1,7 @@
 """Kill one Spark task's Python worker mid-run on a local-cluster; report what run_flow did.
 
-    python lost_task.py --master MASTER [--recover DIR] [--no-kill] PIDS_DIR OUTPUT.json
+    python lost_task.py --master MASTER [--recover DIR] [--no-kill]
+        [--call run_flow|collect|iter_flow] [--kill python|executor] PIDS_DIR OUTPUT.json
 
 The flow counts records per key with ``stateful_map`` over an RDD whose
 records arrive slowly (so epochs close, and commit, while it runs); every
@@ -12,7 +13,10 @@ with ``timelypy.flow.run``), the store's executions, and how long the
 resumed execution took from the kill to its first epoch.  Without it, the
 JSON has the error and how long after the kill it came.  ``--no-kill`` kills
 nothing (a baseline); ``elapsed`` is the run_flow call's seconds either way
-(``benchmarks/spark_recovery_bench.py`` runs this script).
+(``benchmarks/spark_recovery_bench.py`` runs this script).  ``--call``
+picks how the flow runs (``run_flow`` to an RDD, ``run_flow(collect=True)``,
+or ``iter_flow``); ``--kill executor`` kills the executor JVM that runs the
+Python worker instead of the worker (``local-cluster`` masters only).
 """
 
 from __future__ import annotations
@@ -47,6 +51,16 @@ def running(total: int, value: int) -> tuple[int, int]:
     return total + value, total + value
 
 
+def executor_of(pid: int) -> int:
+    """The executor JVM (CoarseGrainedExecutorBackend) above Python worker ``pid``."""
+    while pid > 1:
+        status = Path(f"/proc/{pid}/status").read_text()
+        pid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+        if b"CoarseGrainedExecutorBackend" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return pid
+    raise RuntimeError("no executor JVM above the Python worker (a local-cluster master?)")
+
+
 def make_flow() -> Dataflow:
     flow = Dataflow()
     flow.map(key_of)
@@ -60,6 +74,8 @@ def main() -> None:
     parser.add_argument("--master", required=True)
     parser.add_argument("--recover")
     parser.add_argument("--no-kill", action="store_true")
+    parser.add_argument("--call", choices=["run_flow", "collect", "iter_flow"], default="run_flow")
+    parser.add_argument("--kill", choices=["python", "executor"], default="python")
     parser.add_argument("pids")
     parser.add_argument("output")
     args = parser.parse_args()
@@ -96,6 +112,8 @@ def main() -> None:
             time.sleep(0.05)
         time.sleep(1.5)
         pid = int(sorted(os.listdir(pids))[0])
+        if args.kill == "executor":
+            pid = executor_of(pid)
         killed.append(time.time())
         os.kill(pid, signal.SIGKILL)
 
@@ -107,21 +125,22 @@ def main() -> None:
         options = {"recovery_config": RecoveryConfig(args.recover), "attempts": 2}
     started = time.monotonic()
     try:
-        out = timelypy_spark.run_flow(
-            spark,
-            flow,
-            rdd,
-            workers=2,
-            epoch_of=lambda x: x // PER_EPOCH,
-            presorted=True,
-            **options,
-        )
-        got = Counter(out.collect())
+        keywords = dict(workers=2, epoch_of=lambda x: x // PER_EPOCH, presorted=True)
+        if args.call == "iter_flow":
+            pairs = [
+                (epoch, item)
+                for epoch, items in timelypy_spark.iter_flow(spark, flow, rdd, **keywords)
+                for item in items
+            ]
+        elif args.call == "collect":
+            pairs = timelypy_spark.run_flow(spark, flow, rdd, collect=True, **keywords, **options)
+        else:
+            pairs = timelypy_spark.run_flow(spark, flow, rdd, **keywords, **options).collect()
+        got = Counter(pairs)
         report["elapsed"] = time.monotonic() - started
         report["equal"] = got == want
         report["missing"] = repr(list((want - got).items())[:5])
         report["extra"] = repr(list((got - want).items())[:5])
-        out.unpersist()
     except Exception as exc:
         report["error"] = type(exc).__name__
         report["message"] = str(exc)

@@ -1,10 +1,12 @@
 """A Spark job for the deployment tests: wordcount on a given master, result as JSON.
 
     python spark_job.py --master MASTER --workers N [--ship] OUTPUT.json INPUT...
+    spark-submit --master MASTER spark_job.py --workers N OUTPUT.json INPUT...
 
-With ``--ship`` the driver ships timelypy with ``ship_package`` first (for
-executors whose Python does not have it), and the job also reports where the
-executors imported timelypy from.
+With ``--ship`` the driver ships timelypy with ``ship_package`` first (twice:
+the second call must add nothing), for executors whose Python does not have
+it.  The job also reports where the executors imported timelypy from and the
+master its session runs on (without ``--master``, ``spark-submit``'s).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import timelypy_spark  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--master", required=True)
+    parser.add_argument("--master")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ship", action="store_true")
     parser.add_argument("output")
@@ -32,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
 
     spec = importlib.util.spec_from_file_location(
-        "spark_wordcount", ROOT / "examples" / "spark_wordcount.py"
+        "spark_combiner_wordcount", ROOT / "examples" / "spark_combiner_wordcount.py"
     )
     example = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
@@ -41,7 +43,8 @@ def main() -> None:
     spark = timelypy_spark.session(args.master, "timelypy-deploy-test")
     try:
         if args.ship:
-            timelypy_spark.ship_package(spark)
+            first = timelypy_spark.ship_package(spark)
+            assert timelypy_spark.ship_package(spark) == first
         lines = spark.sparkContext.textFile(",".join(args.inputs), args.workers)
         started = time.monotonic()
         try:
@@ -59,7 +62,8 @@ def main() -> None:
             return (timelypy.__file__, os.getpid())
 
         origins = timelypy_spark.execute(spark, where, workers=args.workers)
-        Path(args.output).write_text(json.dumps({"counts": counts, "origins": origins}))
+        report = {"counts": counts, "origins": origins, "master": spark.sparkContext.master}
+        Path(args.output).write_text(json.dumps(report))
     finally:
         spark.stop()
 
