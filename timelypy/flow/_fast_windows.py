@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import heapq
+import itertools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -110,8 +112,10 @@ class FastKey:
         self.open: dict[int, Any] = {}
         #: sessions: window ID -> accumulator (a merged session's until its merge is done)
         self.accs: dict[int, Any] = {}
-        #: on-time values the watermark has not passed: (timestamp, value)
-        self.queue: list[tuple[int, Any]] = []
+        #: on-time values the watermark has not passed: (timestamp, value); ordered
+        #: steps keep a heap of (timestamp, arrival, value) instead, so the values a
+        #: watermark passes come off in timestamp order (arrival order for ties)
+        self.queue: list[Any] = []
         #: the watermark at which the key's first open window closes (None: to compute)
         self.closes: float | None = _POS
         #: sessions: the largest session ID given out; merges to report
@@ -158,6 +162,9 @@ class FastWindowsLogic(KeyedLogic):
         self.emit_late = self.emit_meta = True
         #: tumbling and sliding windows' metadata, the same for every key
         self._metas: dict[int, Any] = {}
+        self._tumbling = not self.session and self.length == self.offset
+        #: ordered queues' arrival numbers (restored values get negative ones)
+        self._arrival = itertools.count()
 
     def _system_now(self) -> int:
         return _us(self.now_getter())
@@ -177,6 +184,19 @@ class FastWindowsLogic(KeyedLogic):
     def _insert(self, key: str, state: FastKey, at: int, value: Any) -> None:
         folder = self.folder
         opened = state.open
+        if self._tumbling:  # one window per value: no range of IDs
+            window_id = (at - self.align) // self.length
+            acc = opened.get(window_id, _MISSING)
+            if acc is _MISSING:
+                opened[window_id] = folder(self.builder(), value)
+                closes = state.closes
+                if closes is not None:
+                    end = self.align + (window_id + 1) * self.length
+                    if end < closes:
+                        state.closes = end
+            else:
+                opened[window_id] = folder(acc, value)
+            return
         if not self.session:
             builder = self.builder
             for window_id in self._ids(at):
@@ -193,6 +213,18 @@ class FastWindowsLogic(KeyedLogic):
             return
         gap = self.gap
         accs = state.accs
+        if len(opened) == 1:
+            # the common case: the key's one open session; nothing to merge with
+            for window_id, session in opened.items():
+                start, end = session[0], session[1]
+                if start - gap <= at <= end + gap:
+                    if at < start:
+                        session[0] = at
+                    elif at > end:
+                        session[1] = at
+                        state.closes = at + gap + 1
+                    accs[window_id] = folder(accs[window_id], value)
+                    return
         for window_id, session in opened.items():
             start, end = session[0], session[1]
             if start <= at <= end:
@@ -242,14 +274,14 @@ class FastWindowsLogic(KeyedLogic):
         queue = state.queue
         if queue:
             if self.ordered:
-                due = [entry for entry in queue if entry[0] <= watermark]
-                if due:
-                    state.queue = [entry for entry in queue if entry[0] > watermark]
-                    due.sort(key=_first)
+                insert, pop = self._insert, heapq.heappop
+                while queue and queue[0][0] <= watermark:
+                    at, _, value = pop(queue)
+                    insert(key, state, at, value)
             else:
-                due, state.queue = queue, []
-            for at, value in due:
-                self._insert(key, state, at, value)
+                state.queue = []
+                for at, value in queue:
+                    self._insert(key, state, at, value)
         if state.merges:
             accs, merger = state.accs, self.merger
             for original, into in state.merges:
@@ -317,7 +349,7 @@ class FastWindowsLogic(KeyedLogic):
         if when is None:
             when = state.closes = self._next_close(state)
         if self.ordered and state.queue:
-            first = min(entry[0] for entry in state.queue)
+            first = state.queue[0][0]
             if first < when:
                 when = first
         if when == _POS:
@@ -344,8 +376,12 @@ class FastWindowsLogic(KeyedLogic):
         append = out.append
         wall = time.time()
         event, ts_getter, wait = self.event, self.ts_getter, self.wait
+        ordered, arrival, heappush = self.ordered, self._arrival, heapq.heappush
+        insert, flush, settle, keys = self._insert, self._flush, self._settle, self.keys
         for key, values in groups.items():
-            state = self._key(key)
+            state = keys.get(key)
+            if state is None:
+                state = self._key(key)
             queue = state.queue
             watermark = state.watermark
             for value in values:
@@ -381,11 +417,20 @@ class FastWindowsLogic(KeyedLogic):
                     else:
                         for window_id in self._ids(at):
                             append((key, (LATE, window_id, value)))
+                elif ordered:
+                    heappush(queue, (at, next(arrival), value))
                 else:
-                    queue.append((at, value))
+                    # unordered: into its windows now (what the flush would do first)
+                    insert(key, state, at, value)
             state.watermark = watermark
-            self._flush(key, state, out)
-            self._settle(key, state, wall)
+            closes = state.closes
+            if (
+                state.queue
+                or state.merges
+                or (state.open and (closes is None or watermark >= closes))
+            ):
+                flush(key, state, out)
+            settle(key, state, wall)
         return out
 
     def wake(self) -> float | None:
@@ -429,7 +474,9 @@ class FastWindowsLogic(KeyedLogic):
             state.watermark,
             state.floor,
             dict(state.open),
-            list(state.queue),
+            [(at, value) for at, _, value in sorted(state.queue)]
+            if self.ordered
+            else list(state.queue),
             state.max_id,
             dict(state.accs),
         )
@@ -439,11 +486,10 @@ class FastWindowsLogic(KeyedLogic):
             _, base, system, watermark, floor, opened, queue, max_id, accs = snap
             state = FastKey(system, floor)
             state.base, state.watermark = base, watermark
+            if self.ordered:  # a heap again, its arrivals before any new value's
+                queue = [(at, i - len(queue), value) for i, (at, value) in enumerate(queue)]
+                heapq.heapify(queue)
             state.open, state.queue, state.max_id, state.accs = opened, queue, max_id, accs
             state.closes = None
             self.keys[key] = state
             self._settle(key, state, time.time())
-
-
-def _first(entry: tuple[int, Any]) -> int:
-    return entry[0]
