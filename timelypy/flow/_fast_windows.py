@@ -94,6 +94,7 @@ class FastKey:
         "merges",
         "open",
         "queue",
+        "settled",
         "system",
         "watermark",
     )
@@ -121,6 +122,8 @@ class FastKey:
         #: sessions: the largest session ID given out; merges to report
         self.max_id = -1
         self.merges: list[tuple[int, int]] = []
+        #: the first close (or queued time) its timer was last set for (inf: none)
+        self.settled: float = _POS
 
 
 class FastWindowsLogic(KeyedLogic):
@@ -354,11 +357,17 @@ class FastWindowsLogic(KeyedLogic):
                 when = first
         if when == _POS:
             return
+        current = self.timers.at.get(key)
+        if current is not None and when >= state.settled:
+            # For the same first close, the system time the watermark reaches it only
+            # moves later (the watermark runs with the clock; a new largest timestamp
+            # puts it ahead): the timer set for it is still early enough.
+            return
         mark = self._clock_now(state) if self.event else self._now
         wake = wall + max(0.0, (when - mark) / 1_000_000)
-        current = self.timers.at.get(key)
         if current is None or wake < current:
             self.timers.set(key, wake)
+        state.settled = when
 
     def _clock_now(self, state: FastKey) -> float:
         """An event clock's watermark now (its largest timestamp, moved on by system time)."""
