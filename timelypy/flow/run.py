@@ -262,10 +262,14 @@ class FlowRun(Iterator[tuple[int, Any]]):
         def hand_over(message: Any) -> None:
             captured.put(message, 0, cancelled)
 
+        # not self: the thread must not keep this object alive, or a caller that stops
+        # reading (and drops it) never reaches __del__, which stops the flow
+        children = self._children
+
         def body() -> None:
             try:
                 initialize_from(transport, config, program)
-                _await_children(self._children)
+                _await_children(children)
                 hand_over(_DONE)
             except BaseException as exc:  # handed to the caller's thread
                 hand_over(exc)
