@@ -31,6 +31,7 @@ from tests.communication.cluster_scripts.harness import (
     write_hostfile,
 )
 from timelypy.communication.secret import SECRET_ENV
+from timelypy.communication.wire import CONNECT_TIMEOUT
 from timelypy.errors import ConfigError
 from timelypy.launch import GRACE_SECONDS, LaunchOptions, main, parse_launch_args
 
@@ -39,8 +40,10 @@ OURS = "ours-" + "0123456789abcdef" * 2
 
 #: Deadline for a launcher run that should complete.
 RUN_DEADLINE = 60.0
-#: Ctrl-C must stop every process and the launcher this fast.
-INTERRUPT_SECONDS = 5.0
+#: Ctrl-C must stop every process and the launcher within this bound.  Without the
+#: forwarding they would run until RUN_DEADLINE; the bound leaves room for a loaded
+#: machine (the shared 2-core one runs several suites at once).
+INTERRUPT_SECONDS = 20.0
 
 
 def _lines_by_process(text: str) -> dict[int, list[str]]:
@@ -314,7 +317,8 @@ def test_a_process_killed_before_it_met_its_peers_stops_the_run_quickly(tmp_path
     elapsed = time.monotonic() - started
     assert result.returncode == 128 + signal.SIGKILL, result.stdout + result.stderr
     assert "process 1 was killed by SIGKILL" in result.stderr
-    assert elapsed < GRACE_SECONDS, elapsed
+    # without the launcher's help process 0 would wait out its connect timeout
+    assert elapsed < CONNECT_TIMEOUT, elapsed
 
 
 def test_a_process_stuck_in_user_code_ends_by_itself_with_its_peer_s_error(tmp_path: Path) -> None:
@@ -327,4 +331,5 @@ def test_a_process_stuck_in_user_code_ends_by_itself_with_its_peer_s_error(tmp_p
     assert "[0] ValueError: worker 0 failed on purpose" in result.stderr
     assert "[1] timelypy.errors.ClusterError" in result.stderr, result.stderr
     assert "did not stop within" in result.stderr and "in program" in result.stderr
-    assert "was killed" not in result.stderr and elapsed < GRACE_SECONDS
+    # ended by itself: the launcher, had it waited out GRACE_SECONDS, would have killed it
+    assert "was killed" not in result.stderr, (elapsed, result.stderr)

@@ -252,12 +252,14 @@ def test_leaving_run_early_returns_at_once():
     flow = Dataflow()
     flow.map(lambda x: x)
     flow.capture()
+    # The input never ends: only stopping the flow lets the loop and its thread
+    # end.  The bounds catch a hang, not a slow machine (no timed claim).
     start = time.monotonic()
     for _epoch, item in run(flow, fully_ordered(itertools.count())):
         if item > 20:
             break
-    assert time.monotonic() - start < 3
-    deadline = time.monotonic() + 3
+    assert time.monotonic() - start < 30
+    deadline = time.monotonic() + 30
     while any(t.name == "timelypy-flow" for t in threading.enumerate()):
         assert time.monotonic() < deadline, "the flow's thread is still running"
         time.sleep(0.05)

@@ -153,18 +153,36 @@ def test_results_stream_before_the_input_ends():
 
 
 def test_a_slow_source_streams_each_item_without_waiting_for_a_full_batch():
+    # No timed assertion: the source is slow (each of its first items takes
+    # longer than the reader's pull deadline, more so under load), then holds
+    # back its third item until the caller has epoch 0's result, which can only
+    # happen if the reader hands on what it has instead of waiting for more.
+    # The wait is a bound: under any load it ends as soon as the result arrives.
+    import threading
     import time
     from operator import add
 
+    from timelypy.flow._chain_reader import PULL_SECONDS
+
+    first_result_out = threading.Event()
+    released: list[bool] = []
+
     def slow():
-        for i in range(4):
-            time.sleep(0.2)
-            yield i, ("a", 1)
+        time.sleep(5 * PULL_SECONDS)
+        yield 0, ("a", 1)
+        time.sleep(5 * PULL_SECONDS)
+        yield 1, ("a", 1)  # epoch 0 is complete once epoch 1 starts
+        released.append(first_result_out.wait(60))
+        yield 2, ("a", 1)
+        yield 3, ("a", 1)
 
     flow = Dataflow()
     flow.reduce_epoch(add)
     flow.capture()
-    start = time.monotonic()
-    arrivals = [time.monotonic() - start for _ in run(flow, slow())]
-    assert len(arrivals) == 4
-    assert arrivals[0] < 0.6  # epoch 0 closes when epoch 1 starts, long before the input ends
+    results = []
+    for pair in run(flow, slow()):
+        results.append(pair)
+        first_result_out.set()
+    assert released == [True], "epoch 0's result waited for the rest of the input"
+    assert results[0] == (0, ("a", 1))
+    assert sorted(results) == [(epoch, ("a", 1)) for epoch in range(4)]
