@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import urllib.request
 
 import pytest
@@ -222,6 +223,7 @@ def make(gate):
 flow = make(os.environ.get("GATE", "gate"))
 '''
 
+FLOW_CLI = [sys.executable, "-m", "timelypy.flow"]
 #: How long a test waits for a flow's endpoint to serve its first records.
 SCRAPE_DEADLINE = 60.0
 
@@ -446,3 +448,37 @@ def test_a_bad_or_taken_metrics_port_is_a_clear_error_before_the_run(tmp_path):
     assert result.returncode == 2
     assert f"cannot serve metrics on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_cli_gives_each_launched_process_its_own_port(tmp_path):
+    """``-n 2`` starts both processes through the launcher: process I serves on port + I."""
+    pytest.importorskip("prometheus_client")
+    import os
+    import subprocess
+
+    from timelypy.communication.config import free_ports
+
+    (tmp_path / "gatedflow.py").write_text(GATED_FLOW)
+    port = next(p for p in sorted(free_ports(8)) if not taken(p + 1))
+    env = dict(os.environ, GATE=str(tmp_path / "gate"))
+    proc = subprocess.Popen(
+        [*FLOW_CLI, "gatedflow:flow", "-n", "2", "--metrics-port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for process in (0, 1):
+            samples = scrape_until_counted(port + process, "gated.double", 3)
+            workers = {
+                dict(labels)["worker"]
+                for (name, labels), _ in samples.items()
+                if name == "timelypy_operator_records_in_total"
+            }
+            assert workers == {str(process)}, (process, workers)
+    finally:
+        (tmp_path / "gate").touch()
+        _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
