@@ -19,7 +19,7 @@ answers the tasks' requests over their CURVE-authenticated channel
 * ``recovery.replay`` -- a page of the output log: the items earlier
   executions of this call captured before the resume epoch.
 
-Each task runs :class:`RemoteStore` (what :class:`~timelypy.flow.driver.Recovery`
+Each task runs :class:`RemoteStore` (what the flow driver's ``Recovery``
 needs of a store), so the flow's recovery code is the same as on threads
 and processes.  A lost task ends the attempt at once
 (:class:`~timelypy_spark.driver.TaskLostError`); the next attempt is a new

@@ -24,7 +24,7 @@ whether they are threads, processes or Spark tasks.  On each worker it
 
 When the program returns, :func:`timelypy.execute.run_worker` steps the
 worker until every epoch is complete.  With a recovery config
-(:class:`Recovery`) the program first agrees on the execution and reloads
+(``timelypy.flow._flow_recovery``) the program first agrees on the execution and reloads
 the stateful steps' snapshots, commits snapshots and its frontier as it
 runs, and steps to the end itself so that it can record the last frontier.
 """
@@ -37,9 +37,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from itertools import islice
-from operator import itemgetter
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from timelypy.dataflow.builder import OperatorBuilder
@@ -50,15 +48,18 @@ from timelypy.dataflow.probe import ProbeHandle
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import FlowError
+from timelypy.flow._chain_reader import (
+    PULL_LIMIT,
+    PULL_SECONDS,
+    ChainReader,
+)
 from timelypy.flow._ends import EndsSource
+from timelypy.flow._flow_recovery import Recovery, partition_recorder
 from timelypy.flow._graph import GraphBuilder
 from timelypy.flow._io import EpochTicker, SourceReader
 from timelypy.flow._same_flow import check_same_flow
 from timelypy.flow.dataflow import CHAIN_INPUT, KEYED, WINDOWED, Dataflow, Step
 from timelypy.flow.inputs import (
-    AdvanceTo,
-    Emit,
-    EmitBatch,
     InputConfig,
     ManualInputConfig,
     PartitionedInputConfig,
@@ -82,8 +83,7 @@ from timelypy.flow.steps import (
     route_by_key,
 )
 from timelypy.flow.window_ops import window_step
-from timelypy.recovery import AttachedExecution, RecoveryConfig, refuse_unclaimed
-from timelypy.recovery.store import Execution, RecoveryStore
+from timelypy.recovery import AttachedExecution, RecoveryConfig
 from timelypy.worker import Worker
 
 __all__ = [
@@ -98,25 +98,13 @@ __all__ = [
     "MAX_OPEN_EPOCHS",
 ]
 
-#: How many input values a reader yields per worker step, at most.
-PULL_LIMIT = 1024
-#: How long a reader reads before the worker steps, at most (a slow source's
-#: items flow on without waiting for PULL_LIMIT of them).
-PULL_SECONDS = 0.01
 
 log = logging.getLogger("timelypy.flow")
 
-_first, _second = itemgetter(0), itemgetter(1)
-#: What ``next(source, _ENDED)`` returns once a reader's source has nothing more.
-_ENDED = object()
 #: Steps a worker takes after a read while its outputs lag its input, at most.
 CATCH_UP_STEPS = 4
-#: Seconds between worker 0's garbage collections of a recovery store during a run.
-GC_SECONDS = 30.0
 #: How many advanced-past epochs may be incomplete before a worker stops reading.
 MAX_OPEN_EPOCHS = 64
-#: A chunk of pairs read faster than this doubles the next chunk (slower: halves it).
-FAST_CHUNK_SECONDS = 0.001
 #: Seconds an aborting worker waits for the epochs before the abort to complete, at most.
 ABORT_DRAIN_SECONDS = 10.0
 #: Seconds of system time an epoch of a stream-graph source lasts, by default.
@@ -135,279 +123,6 @@ class PairsInput:
     """An iterable of ``(epoch, item)`` pairs read by worker 0 (what ``run(flow, inp)`` takes)."""
 
     pairs: Iterable[Any]
-
-
-def _bad_epoch(epoch: object) -> bool:
-    return type(epoch) is not int or epoch < 0
-
-
-class _Reader:
-    """One partition being read on this worker, with its capability at its current epoch."""
-
-    __slots__ = (
-        "cap",
-        "chunk",
-        "done",
-        "epoch",
-        "name",
-        "out",
-        "pairs",
-        "reached",
-        "record",
-        "resume",
-        "snap",
-        "source",
-        "step_id",
-        "worker_index",
-    )
-
-    def __init__(
-        self, name: str, step_id: str, worker_index: int, source: Iterable[Any], pairs: bool
-    ) -> None:
-        self.name = name
-        self.step_id = step_id
-        self.worker_index = worker_index
-        try:
-            self.source: Iterator[Any] = iter(source)
-        except TypeError:
-            raise FlowError(
-                f"input step {step_id!r} on worker {worker_index}: {name} must be iterable "
-                f"(a generator yielding AdvanceTo and Emit), got {source!r}"
-            ) from None
-        self.pairs = pairs
-        #: how many pairs a read takes at once (it adapts to the source's pace)
-        self.chunk = 1
-        #: the input operator's output this reader sends on
-        self.out: OperatorOutput[Any] | None = None
-        self.cap: Capability | None = None
-        self.epoch: int | None = None
-        #: the largest epoch this reader advanced to or sent items at (None: none yet);
-        #: events always advance first, pairs may send at the resume epoch without it
-        self.reached: int | None = None
-        self.resume = 0
-        self.done = False
-        #: the reader's ``snapshot()`` (a partition's resume state), if recovery keeps it
-        self.snap: Callable[[], Any] | None = None
-        #: ``record(epoch, state)``: keep the reader's state as of the end of ``epoch``
-        self.record: Callable[[int, Any], None] | None = None
-
-    def _where(self) -> str:
-        return f"input step {self.step_id!r} ({self.name}) on worker {self.worker_index}"
-
-    def _advance(self, epoch: Any) -> None:
-        current = self.epoch
-        if _bad_epoch(epoch):
-            raise FlowError(f"{self._where()}: epochs are ints >= 0, got AdvanceTo({epoch!r})")
-        assert current is not None and self.cap is not None
-        if epoch < current:
-            raise FlowError(
-                f"{self._where()}: the epoch went backwards, from {current} to {epoch}; an "
-                "input's epoch only moves forward (AdvanceTo promises no more items before it)"
-            )
-        self.cap.downgrade(epoch)
-        if self.record is not None and epoch > current:
-            self.record(current, self._snapshot())
-        self.epoch = epoch
-        self.reached = epoch
-
-    def _snapshot(self) -> Any:
-        assert self.snap is not None
-        try:
-            return self.snap()
-        except Exception as exc:
-            exc.add_note(f"in {self._where()}: the reader's snapshot() raised")
-            raise
-
-    def finish(self) -> None:
-        """The reader ended: drop its capability, keep its final state."""
-        if self.record is not None and self.epoch is not None:
-            self.record(self.epoch, self._snapshot())
-        assert self.cap is not None
-        self.cap.drop()
-
-    def start(self, cap: Capability) -> None:
-        """Take ``cap`` (at the resume epoch)."""
-        self.cap = cap
-        self.epoch = cap.time
-        self.resume = cap.time
-
-    def pull(self, output: OperatorOutput[Any], limit: int, started: bool) -> None:
-        """Send up to ``limit`` values' worth of items; mark :attr:`done` at the end.
-
-        An error the source raises (a reader's own ``FlowError``, say) gets a
-        note naming the input step, the reader and the worker.
-        """
-        try:
-            if self.pairs:
-                self._pull_pairs(output, limit)
-            else:
-                self._pull_events(output, limit, started)
-        except Exception as exc:
-            where = self._where()
-            if not any(where in note for note in getattr(exc, "__notes__", ())) and (
-                where not in str(exc)
-            ):
-                exc.add_note(f"raised by {where}")
-            raise
-
-    def close(self) -> None:
-        """Close the source if it can be (a generator's ``finally`` runs: sockets, files)."""
-        close = getattr(self.source, "close", None)
-        if callable(close):
-            try:
-                close()
-            except Exception:  # closing after a failure: the first error is the one to see
-                log.debug("closing %s raised", self._where(), exc_info=True)
-
-    def _pull_pairs(self, output: OperatorOutput[Any], limit: int) -> None:
-        """Read pairs in chunks (``islice``, in C) whose size adapts to the source's pace.
-
-        A chunk whose pairs all have the reader's current epoch, the common
-        case, is split in two C passes; any other goes pair by pair.  Chunks
-        double while they take under :data:`FAST_CHUNK_SECONDS` (up to
-        ``limit``) and halve when slower, so a slow source is read a pair at
-        a time and its items flow on at once.
-        """
-        cap = self.cap
-        assert cap is not None
-        batch: list[Any] = []
-        count = 0
-        clock = time.monotonic
-        deadline = clock() + PULL_SECONDS
-        source = self.source
-        size = self.chunk
-        while True:
-            started = clock()
-            wanted = min(size, limit - count)
-            chunk = list(islice(source, wanted))
-            n = len(chunk)
-            epoch = self.epoch
-            try:
-                uniform = (
-                    list(map(len, chunk)).count(2) == n
-                    and list(map(_first, chunk)).count(epoch) == n
-                )
-            except TypeError:
-                uniform = False
-            if uniform:
-                batch += map(_second, chunk)
-            else:
-                batch = self._take_pairs(chunk, output, batch)
-            count += n
-            now = clock()
-            if n < wanted:
-                self.done = True
-                break
-            if now - started < FAST_CHUNK_SECONDS:
-                if size < limit:
-                    size *= 2
-            elif size > 1:
-                size //= 2
-            if count >= limit or now > deadline:
-                break
-        self.chunk = size
-        if batch:
-            output.give_batch(cap, batch)
-            self.reached = self.epoch
-
-    def _take_pairs(
-        self, chunk: list[Any], output: OperatorOutput[Any], batch: list[Any]
-    ) -> list[Any]:
-        """Pairs one at a time: epochs change, pairs before the resume epoch are skipped."""
-        cap = self.cap
-        assert cap is not None
-        epoch = self.epoch
-        resume = self.resume
-        for pair in chunk:
-            try:
-                at, item = pair
-            except (TypeError, ValueError):
-                raise FlowError(
-                    f"{self._where()}: the input must yield (epoch, item) pairs, got {pair!r}; "
-                    "wrap an iterable of items in single_batch, tumbling_epoch or fully_ordered"
-                ) from None
-            if at != epoch:
-                if batch:
-                    output.give_batch(cap, batch)
-                    self.reached = self.epoch
-                    batch = []
-                if _bad_epoch(at):
-                    raise FlowError(f"{self._where()}: epochs are ints >= 0, got {at!r}")
-                if at >= resume:
-                    self._advance(at)
-                    epoch = at
-            if at >= resume:
-                batch.append(item)
-        return batch
-
-    def _batch_items(self, items: Any) -> list[Any]:
-        """An ``EmitBatch``'s items as a list: any iterable of items, but not one value."""
-        if isinstance(items, (str, bytes, bytearray, memoryview, Mapping)):
-            raise FlowError(
-                f"{self._where()}: EmitBatch takes a list of items, got a "
-                f"{type(items).__name__} ({items!r:.60}); yield Emit(value) for one value"
-            )
-        try:
-            return list(items)
-        except TypeError:
-            raise FlowError(
-                f"{self._where()}: EmitBatch takes a list of items, got {items!r}"
-            ) from None
-
-    def _pull_events(self, output: OperatorOutput[Any], limit: int, started: bool) -> None:
-        cap = self.cap
-        assert cap is not None
-        batch: list[Any] = []
-        count = 0
-        source = self.source
-        if not started:
-            first = next(source, _ENDED)
-            if first is _ENDED:
-                self.done = True
-                return
-            if type(first) is not AdvanceTo:
-                raise FlowError(
-                    f"{self._where()}: the input builder yielded {first!r} before any "
-                    "AdvanceTo; yield AdvanceTo(epoch) first to say which epoch items belong to"
-                )
-            if not _bad_epoch(first.epoch) and first.epoch < self.resume:
-                raise FlowError(
-                    f"{self._where()}: AdvanceTo({first.epoch}) is before the resume epoch "
-                    f"{self.resume}; skip the items of epochs before resume_epoch"
-                )
-            self._advance(first.epoch)
-        epoch = self.epoch
-        clock = time.monotonic
-        deadline = clock() + PULL_SECONDS
-        for event in source:
-            kind = type(event)
-            if kind is Emit:
-                batch.append(event.item)
-            elif kind is EmitBatch:
-                items = event.items
-                if type(items) is not list:
-                    items = self._batch_items(items)
-                batch.extend(items)
-                count += len(items) - 1  # and one more below, as for every event
-            elif kind is AdvanceTo:
-                if event.epoch != epoch:
-                    if batch:
-                        output.give_batch(cap, batch)
-                        batch = []
-                    self._advance(event.epoch)
-                    epoch = event.epoch
-            else:
-                raise FlowError(
-                    f"{self._where()}: an input builder yields AdvanceTo(epoch), Emit(item) and "
-                    f"EmitBatch(items), got {event!r}"
-                )
-            count += 1
-            if count >= limit or clock() > deadline:
-                break
-        else:
-            self.done = True
-        if batch:
-            output.give_batch(cap, batch)
 
 
 class FlowWorker:
@@ -500,12 +215,12 @@ class FlowWorker:
         if isinstance(config, PairsInput):
             if index == 0:
                 readers.append(
-                    _Reader("the (epoch, item) input", step_id, index, config.pairs, True)
+                    ChainReader("the (epoch, item) input", step_id, index, config.pairs, True)
                 )
         elif isinstance(config, ManualInputConfig):
             source = config.input_builder(index, peers, self.resume_epoch)
             if source is not None:
-                readers.append(_Reader("the input builder", step_id, index, source, False))
+                readers.append(ChainReader("the input builder", step_id, index, source, False))
         elif isinstance(config, PartitionedInputConfig):
             reachable = _list_parts(config.list_parts, index, peers, step_id)
             required = config.all_parts()
@@ -527,11 +242,11 @@ class FlowWorker:
                     source = config.build_part(part, self.resume_epoch, resumed[part])
                 else:
                     source = config.build_part(part, self.resume_epoch)
-                reader = _Reader(f"partition {part!r}", step_id, index, source, False)
+                reader = ChainReader(f"partition {part!r}", step_id, index, source, False)
                 snap = getattr(source, "snapshot", None)
                 if recovery is not None and callable(snap):
                     reader.snap = snap
-                    reader.record = _partition_recorder(recovery, step_id, part)
+                    reader.record = partition_recorder(recovery, step_id, part)
                 readers.append(reader)
         else:
             raise FlowError(
@@ -574,7 +289,7 @@ class FlowWorker:
             reader = SourceReader(f"partition {name!r}", step_id, index, built, ticker)
             if recovery is not None:
                 reader.snap = built.snapshot
-                reader.record = _partition_recorder(recovery, step_id, name)
+                reader.record = partition_recorder(recovery, step_id, name)
             readers.append(reader)
         return readers
 
@@ -908,16 +623,6 @@ def _park_seconds(readers: list[Any]) -> float:
     return min(0.01, max(0.0, min(wakes) - now))
 
 
-def _partition_recorder(recovery: Recovery, step_id: str, part: str) -> Callable[[int, Any], None]:
-    """Snapshot partition ``part`` of input ``step_id`` as its state at the end of an epoch."""
-    snapshot = recovery.writer.snapshot
-
-    def record(epoch: int, state: Any) -> None:
-        snapshot(step_id, epoch, [(part, state)])
-
-    return record
-
-
 def _list_parts(
     list_parts: Callable[[int, int], Iterable[str]], index: int, peers: int, step_id: str
 ) -> list[str]:
@@ -1016,86 +721,3 @@ def flow_program(
                         reader.close()
 
     return program
-
-
-class Recovery:
-    """One worker's part of an execution: its store, its writer, when it last committed."""
-
-    def __init__(
-        self,
-        worker: Worker,
-        store: Any,
-        execution: Execution,
-        commit_interval: float,
-    ) -> None:
-        self.worker = worker
-        self.store = store
-        self.execution = execution
-        self.writer = store.writer(execution.ex_num, worker.index)
-        self.commit_interval = commit_interval
-        self._next_commit = 0.0
-        self._next_gc = time.monotonic() + GC_SECONDS
-        #: one past the largest epoch this worker's inputs reached
-        self.end_epoch = execution.resume_epoch
-        #: drop stored state no step claims instead of refusing it (worker 0 checks)
-        self.allow_non_restored_state = False
-
-    @classmethod
-    def begin(
-        cls,
-        worker: Worker,
-        config: RecoveryConfig | AttachedExecution,
-        stack: contextlib.ExitStack,
-    ) -> Recovery:
-        """Agree on the execution (worker 0 begins it, under the store's lock).
-
-        An :class:`~timelypy.recovery.AttachedExecution` was begun already
-        (by the Spark driver): the worker joins it as it is.
-        """
-        store: Any
-        if isinstance(config, AttachedExecution):
-            store, execution = config.store, config.execution
-        else:
-            store, begun = None, None
-            if worker.index == 0:
-                store = config.store()
-                stack.enter_context(store.running())
-                begun_here = store.begin_execution(worker.peers)
-                begun = (begun_here.ex_num, begun_here.resume_epoch)
-            ex_num, resume = broadcast_from_first(worker, begun, "the execution")
-            if store is None:
-                store = RecoveryStore(config.db_dir)
-            execution = Execution(ex_num, resume, worker.peers)
-        recovery = cls(worker, store, execution, config.commit_interval)
-        recovery.allow_non_restored_state = getattr(config, "allow_non_restored_state", False)
-        stack.callback(recovery.writer.close)
-        return recovery
-
-    def check_claims(self) -> None:
-        """Worker 0, once the flow is built: refuse stored state no step claims (or drop it)."""
-        if self.worker.index == 0 and isinstance(self.store, RecoveryStore):
-            refuse_unclaimed(self.store, self.execution.resume_epoch, self.allow_non_restored_state)
-
-    def seen(self, epoch: int) -> None:
-        """An input of this worker reached ``epoch``."""
-        if epoch >= self.end_epoch:
-            self.end_epoch = epoch + 1
-
-    def checkpoint(self, probe: ProbeHandle, force: bool = False) -> None:
-        """Commit queued snapshots and the worker frontier, at most every commit interval."""
-        now = time.monotonic()
-        if now < self._next_commit and not force:
-            return
-        self._next_commit = now + self.commit_interval
-        frontier = probe.frontier()
-        if frontier:
-            self.writer.commit(max(self.execution.resume_epoch, min(frontier)))
-        if self.worker.index == 0 and now >= self._next_gc:
-            self._next_gc = now + GC_SECONDS
-            self.store.collect_garbage()
-
-    def finish(self) -> None:
-        """Every epoch is closed: commit the rest and record this worker as done."""
-        self.writer.commit(self.end_epoch, done=True)
-        if self.worker.index == 0:
-            self.store.collect_garbage()
