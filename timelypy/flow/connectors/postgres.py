@@ -272,12 +272,7 @@ class _Writer(StatefulSinkPartition[dict[str, Any], int]):
 
     def _close(self) -> None:
         conn, self._conn = self._conn, None
-        copying, self._copy, self._copying = self._copying, None, None
-        if copying is not None and conn is not None and not conn.broken:
-            try:  # abandon the COPY
-                copying.__exit__(FlowError, FlowError("the epoch is abandoned"), None)
-            except _psycopg().Error:
-                pass
+        self._copy = self._copying = None  # dropped with its connection
         if conn is not None:
             conn.close()  # an open transaction is rolled back
 
