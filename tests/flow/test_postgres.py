@@ -203,3 +203,32 @@ def test_values_of_other_types_than_their_columns_go_as_copy_text_would_send_the
     assert sql(dsn, "SELECT k, at, amount, tags FROM mixed") == [
         ("m", when, decimal.Decimal("1.50"), {"a": 1})
     ]
+
+
+def test_a_resumed_partition_deletes_the_rows_of_the_epochs_after_its_snapshot(dsn):
+    """What a failed execution committed after the recovery store's epoch goes, by ``xmin``."""
+    from timelypy.flow.connectors.postgres import EPOCHS_TABLE, PostgresSink
+
+    sql(dsn, "CREATE TABLE rolled (k text, v int)")
+    sql(dsn, "INSERT INTO rolled VALUES ('someone else', 0)")
+    sink = PostgresSink(dsn, "rolled", partitions=2)
+    first = sink.build_part("f.out", "rolled-0", None)
+    other = sink.build_part("f.out", "rolled-1", None)
+    for epoch in (1, 2, 3):
+        first.write_batch([{"k": "a", "v": epoch}, {"k": "b", "v": epoch}])
+        assert first.snapshot() == epoch
+        other.write_batch([{"k": "c", "v": epoch}])
+        other.snapshot()
+    first.close()
+    other.close()
+    # the store had only epoch 1 of partition 0 when the execution failed
+    sink.build_part("f.out", "rolled-0", 1).close()
+    assert sorted(sql(dsn, "SELECT k, v FROM rolled")) == [
+        ("a", 1),
+        ("b", 1),
+        ("c", 1),
+        ("c", 2),
+        ("c", 3),
+        ("someone else", 0),
+    ]
+    assert sql(dsn, f"SELECT count(*) FROM {EPOCHS_TABLE} WHERE part = 'rolled-0'") == [(0,)]
