@@ -117,8 +117,10 @@ def test_processes_with_different_secrets_both_stop_saying_so(tmp_path):
         assert "do not share the same cluster secret" in text, text
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_paused_process_of_an_old_execution_writes_nothing_when_it_wakes(tmp_path):
+    # (slow: 10 s; the default suite's fencing test is tests/test_store_reliability.py's)
     # SIGSTOP process 1 of execution 1; execution 2 runs to its end; SIGCONT process 1
     unchanged, said, changed = try_paused_old_execution(tmp_path)
     assert unchanged, changed
