@@ -258,3 +258,93 @@ def test_a_failure_mid_window_resumes_to_the_failure_free_output(tmp_path):
     second = list(run_cluster(windowed_flow(), None, 1, 2, recovery_config=config))
     union = hashable(p for p in first if p[0] < resume) + hashable(second)
     assert union == clean
+
+
+# -- the parts of a window step, alone -------------------------------------------------
+
+
+def _logic(windower: object, wait: float = 0) -> object:
+    from timelypy.flow.dataflow import Dataflow as _Flow
+    from timelypy.flow.window_ops import WindowStepLogic
+
+    flow = _Flow()
+    flow.count_window("w", frozen_clock(wait), windower)
+    return WindowStepLogic(flow.steps[-1].options, "w")
+
+
+def test_a_key_state_holds_its_clock_and_windows_by_name():
+    from timelypy.flow.window_ops import KeyState
+
+    key = KeyState(5.0, session=False)
+    assert key.watermark(105.0) == 100.0 and key.open == {} and key.next_session == 0
+    # a snapshot of an earlier version (a list) is read back as a KeyState
+    old = KeyState.restored([1.0, {3: 2}, None, 0], session=False)
+    assert (old.lag, old.open, old.closes) == (1.0, {3: 2}, None)
+
+
+def test_the_step_logic_applies_a_batch_and_closes_what_the_watermark_passes():
+    from timelypy.flow.window_ops import KeyState
+
+    logic = _logic(TumblingWindowConfig(s(10), start_at=T0))
+    states: dict[str, KeyState] = {}
+    touched, late = logic.apply(states, {}, [("a", at(1)), ("a", at(12))], 0, 0, 0)
+    assert set(touched) == {"a"} and late == []
+    out: list = []
+    logic.close("a", states["a"], states["a"].watermark(0), out)
+    assert out == [("a", 1)]  # [0, 10) closed by 12 s (no window_meta: the count alone)
+    assert list(states["a"].open) == [1]  # [10, 20) is open
+    _, late = logic.apply(states, {}, [("a", at(3))], 0, 1, 0)
+    assert late == [("a", at(3))]  # behind the key's watermark (12 s)
+
+
+def test_a_key_with_no_open_window_is_forgotten_and_its_late_values_stay_late():
+    """State is freed: 500 keys, each one value; their windows close on the clock and the
+    keys are dropped; a straggler for an emitted window is still late."""
+    import datetime as dt
+
+    import timelypy.flow.window_ops as window_ops
+
+    late: list = []
+    start = dt.datetime.now(UTC)
+    flow = Dataflow()
+    flow.count_window(
+        "counts",
+        EventClockConfig(lambda v: v, timedelta(0)),  # the machine's clock
+        TumblingWindowConfig(timedelta(milliseconds=50), start_at=start),
+        late=lambda epoch, item: late.append(item),
+    )
+    flow.capture()
+
+    def source(worker_index: int, worker_count: int, resume_epoch: int):
+        yield AdvanceTo(0)
+        for i in range(500):
+            yield Emit((f"k{i}", start))
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:  # let the windows close on the clock
+            yield AdvanceTo(1)
+            time.sleep(0.005)
+        yield Emit(("k7", start))  # for the emitted window of k7, which was forgotten
+
+    forgotten: list[str] = []
+    sizes: list[int] = []
+    real_forget, real_run = window_ops.WorkerWindows.forget, window_ops.WorkerWindows.run_items
+
+    def forget(self, key, key_state):
+        forgotten.append(key)
+        real_forget(self, key, key_state)
+
+    def run_items(self, cap, items):
+        sizes.append(len(self.states))
+        real_run(self, cap, items)
+
+    window_ops.WorkerWindows.forget = forget  # type: ignore[method-assign]
+    window_ops.WorkerWindows.run_items = run_items  # type: ignore[method-assign]
+    try:
+        out = list(run(flow, ManualInputConfig(source)))
+    finally:
+        window_ops.WorkerWindows.forget = real_forget  # type: ignore[method-assign]
+        window_ops.WorkerWindows.run_items = real_run  # type: ignore[method-assign]
+    assert sorted(n for _, (_, n) in out) == [1] * 500
+    assert sorted(forgotten) == sorted(f"k{i}" for i in range(500))
+    assert sizes[-1] == 0  # when the straggler came, no key was held
+    assert late == [("k7", start)]
