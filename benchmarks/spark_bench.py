@@ -42,7 +42,9 @@ into 100 records each, run by :func:`timelypy_spark.run_flow` to an RDD
 (no cache: the workers' output crosses one shuffle as pickled batches), then
 written (``saveAsPickleFile``) or counted, against PySpark's ``flatMap``
 making the same ``(0, (n, i))`` records followed by the same action; every
-timelypy run is checked to leave no cached RDD behind.
+timelypy run is checked to leave no cached RDD behind.  A third pair writes
+the records as text lines: the flow's tasks through a sink of their own
+(``op.output`` to a per-worker file) against ``flatMap().saveAsTextFile``.
 
 **DataFrame map** (``--map-rows``, default 1,000,000): a DataFrame of
 ``(id long, word string, value double)`` rows (``spark.range`` on as many
@@ -83,6 +85,7 @@ if str(ROOT) not in sys.path:
 from benchmarks._data import load_lines, part_paths  # noqa: E402
 from benchmarks._harness import fmt_ratio, measure_interleaved, print_table  # noqa: E402
 from benchmarks.peers import pyspark_peer  # noqa: E402
+from timelypy.flow.sinks import DynamicSink, StatelessSinkPartition  # noqa: E402
 
 #: Words in the corpus; ``--words`` sizes must be whole multiples of it.
 CORPUS_WORDS = 2_000_000
@@ -343,6 +346,38 @@ def fan_out_pairs(n: int) -> list[tuple[int, tuple[int, int]]]:
     return [(0, (n, i)) for i in range(FAN_OUT)]
 
 
+class LineWriter(StatelessSinkPartition[Any]):
+    """Worker ``i``'s part of :class:`LineFiles`: ``str(item)`` a line, a batch per write."""
+
+    def __init__(self, path: str) -> None:
+        self.file = open(path, "w")  # closed by close(), when the run ends
+
+    def write_batch(self, items: list[Any]) -> None:
+        """Write ``items``, one line each."""
+        self.file.write("\n".join(map(str, items)))
+        self.file.write("\n")
+
+    def close(self) -> None:
+        """Close the file."""
+        self.file.close()
+
+
+class LineFiles(DynamicSink[Any]):
+    """A user's sink: each worker writes its items as text lines to its own file.
+
+    What the tasks write themselves, with no record handed back to Spark
+    (the output-heavy flow's "text files" candidate): worker ``i`` writes
+    ``part-0000i.txt`` in ``directory``.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> LineWriter:
+        """Worker ``worker_index``'s writer."""
+        return LineWriter(f"{self.directory}/part-{worker_index:05d}.txt")
+
+
 def output_heavy(
     spark: Any, records: int, cores: int, repeat: int, out_dir: Path
 ) -> tuple[dict[str, Any], dict[str, list[float]]]:
@@ -353,7 +388,11 @@ def output_heavy(
     to Spark, which then writes them (``saveAsPickleFile``) or counts them.
     timelypy: ``run_flow`` of ``flat_map(fan_out)``, then the action on its
     result RDD; PySpark: ``flatMap(fan_out_pairs)`` and the same action.
-    After each timelypy run, no RDD may be left cached.
+    After each timelypy run, no RDD may be left cached.  And the same records
+    written as text lines, ``str((n, i))`` a line: timelypy's tasks write
+    them themselves through a sink (:class:`LineFiles`, nothing handed back),
+    PySpark's ``flatMap(fan_out).saveAsTextFile``; both are checked by
+    counting the lines.
     """
     import shutil
 
@@ -392,7 +431,36 @@ def output_heavy(
     def peer(action: Callable[[Any], Any]) -> Callable[[], Any]:
         return lambda: action(numbers().flatMap(fan_out_pairs))
 
+    text_dir = out_dir / "output-heavy-text"
+
+    def lines_written() -> int:
+        count = 0
+        for part in text_dir.glob("part-*"):
+            with part.open("rb") as file:
+                count += sum(chunk.count(b"\n") for chunk in iter(lambda: file.read(1 << 20), b""))
+        shutil.rmtree(text_dir, ignore_errors=True)
+        return count
+
+    def ours_text() -> int:
+        import timelypy.flow.operators as op
+
+        shutil.rmtree(text_dir, ignore_errors=True)
+        text_dir.mkdir(parents=True)
+        text_flow = Dataflow("output_heavy")
+        numbers_in = op.input("numbers", text_flow, timelypy_spark.SparkInput())
+        out = op.flat_map("fan_out", numbers_in, fan_out)
+        op.output("lines", out, LineFiles(str(text_dir)))
+        timelypy_spark.run_flow(spark, text_flow, numbers(), workers=cores, collect=True)
+        return lines_written()
+
+    def peer_text() -> int:
+        shutil.rmtree(text_dir, ignore_errors=True)
+        numbers().flatMap(fan_out).saveAsTextFile(str(text_dir))
+        return lines_written()
+
     candidates = {
+        "timelypy run_flow, text files": ours_text,
+        "pyspark flatMap, text files": peer_text,
         "timelypy run_flow, saveAsPickleFile": ours(written),
         "pyspark flatMap, saveAsPickleFile": peer(written),
         "timelypy run_flow, count": ours(lambda rdd: rdd.count()),
@@ -594,7 +662,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             out_records = min(out_records, 2_000_000)
         if out_records:
             stats, peaks = output_heavy(spark, out_records, cores, repeat, ROOT / ".bench-data")
-            for action in ("saveAsPickleFile", "count"):
+            for action in ("text files", "saveAsPickleFile", "count"):
                 out_rows.extend(
                     _table_rows(
                         f"output-heavy flow, {out_records:,} records, {action}, on {args.master}",
