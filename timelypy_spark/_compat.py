@@ -46,6 +46,7 @@ __all__ = [
     "java_context",
     "java_dataset",
     "jvm_count",
+    "run_map_stage",
     "shuffle_pickled_batches",
     "max_concurrent_tasks",
 ]
@@ -144,8 +145,31 @@ def _jvm_shuffle(rdd: Any, partitions: int) -> Any:
     keyed._bypass_serializer = True  # its items are the bytes the JVM pairs up
     pairs = jvm.PairwiseRDD(keyed._jrdd.rdd()).asJavaPairRDD()
     partitioner = jvm.PythonPartitioner(partitions, id(_same))
-    jrdd = jvm.PythonRDD.valueOfPair(pairs.partitionBy(partitioner))
-    return RDD(jrdd, sc, BatchedSerializer(CPickleSerializer()))  # type: ignore[no-untyped-call]
+    shuffled = pairs.partitionBy(partitioner)
+    jrdd = jvm.PythonRDD.valueOfPair(shuffled)
+    result = RDD(jrdd, sc, BatchedSerializer(CPickleSerializer()))  # type: ignore[no-untyped-call]
+    result._timelypy_shuffled = shuffled  # for run_map_stage
+    return result
+
+
+def run_map_stage(rdd: Any) -> None:
+    """Compute the shuffle ``rdd`` reads (:func:`shuffle_pickled_batches`), and nothing else.
+
+    Spark's ``submitMapStage`` runs the stages that write the shuffle's
+    files, not the stage that would read them back; where that is not
+    there, a count in the JVM (:func:`jvm_count`) reads them once.
+    """
+    shuffled = getattr(rdd, "_timelypy_shuffled", None)
+    if shuffled is not None:
+        try:
+            dependency = shuffled.rdd().dependencies().head()
+            future = rdd.context._jsc.sc().submitMapStage(dependency)
+        except (AttributeError, TypeError):  # py4j: not there in this Spark
+            pass
+        else:
+            future.get()  # raises the job's failure, as an action would
+            return
+    jvm_count(rdd)
 
 
 def _packed(index: int, batches: Any) -> Any:

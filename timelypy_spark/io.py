@@ -61,7 +61,7 @@ from itertools import islice
 from typing import Any
 
 from timelypy.errors import ConfigError
-from timelypy_spark._compat import java_dataset, jvm_count, shuffle_pickled_batches
+from timelypy_spark._compat import java_dataset, run_map_stage, shuffle_pickled_batches
 from timelypy_spark.arrow import BatchReader, BatchWriter, infer_schema, output_schema
 from timelypy_spark.cluster import spark_context
 from timelypy_spark.driver import AttemptService, BarrierStage, run_barrier
@@ -385,13 +385,13 @@ def materialize(barrier_rdd: Any) -> Any:
     (:func:`~timelypy_spark._compat.shuffle_pickled_batches`): the RDD
     returned reads the shuffle's files, an ordinary RDD whose later actions
     skip the barrier stage (Spark keeps a shuffle's files while an RDD that
-    reads them is alive).  The workers run now, in one job that writes the
-    shuffle and counts its blocks in the JVM; the records are unpickled
+    reads them is alive).  The workers run now, in one job that only writes
+    the shuffle (Spark's ``submitMapStage``); the records are unpickled
     once, by whatever action the caller runs.  Nothing is cached:
     ``persist()`` it if you want it in memory.
     """
     result = shuffle_pickled_batches(barrier_rdd, barrier_rdd.getNumPartitions())
-    jvm_count(result)
+    run_map_stage(result)
     return result
 
 
