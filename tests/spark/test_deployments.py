@@ -258,3 +258,31 @@ def test_executors_without_timelypy_show_their_import_error(tmp_path):
     assert "ship_package" in result.stderr and "PYSPARK_PYTHON" in result.stderr
     elapsed = float(re.search(r"the run failed after ([\d.]+) s", result.stderr).group(1))
     assert elapsed < 10, elapsed
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_module_missing_on_executors_fails_once_on_a_local_cluster(tmp_path):
+    output = tmp_path / "result.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tests" / "spark" / "scripts" / "missing_module.py"),
+            "--master",
+            "local-cluster[2,1,1024]",
+            str(output),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable),
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = json.loads(output.read_text())
+    assert report["error"] == "ConfigError", report
+    assert "No module named 'driver_only_helpers'" in report["message"]
+    assert "cannot load the program" in report["message"] and "addPyFile" in report["message"]
+    # one attempt: no stage of the run was retried, no task failed (they were cancelled)
+    assert report["stages"], report
+    assert all(attempt == 0 and failed == 0 for _, attempt, failed in report["stages"]), report
