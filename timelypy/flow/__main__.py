@@ -329,6 +329,20 @@ def _launch(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return subprocess.call(command)
 
 
+def _one_line(target: str, exc: BaseException) -> str:
+    """A failed run in one line: the error, its cause if the message does not name it."""
+    message = " ".join(f"{type(exc).__name__}: {exc}".split())
+    cause = exc.__cause__
+    if cause is not None:
+        said = " ".join(f"{type(cause).__name__}: {cause}".split())
+        if said not in message:
+            message += f" (caused by {said})"
+    return (
+        f"timelypy.flow: {target} failed: {message} "
+        "[--traceback or TIMELYPY_TRACEBACK=1 for the whole traceback]"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -388,16 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.traceback:
             traceback.print_exc()
         else:
-            print(
-                f"timelypy.flow: {args.import_str} failed: {type(exc).__name__}: {exc}",
-                file=sys.stderr,
-            )
-            cause = exc.__cause__
-            if cause is not None:
-                print(f"  caused by {type(cause).__name__}: {cause}", file=sys.stderr)
-            print(
-                "  (--traceback or TIMELYPY_TRACEBACK=1 for the whole traceback)", file=sys.stderr
-            )
+            print(_one_line(args.import_str, exc), file=sys.stderr)
         return 1
     finally:
         if server is not None:
