@@ -253,14 +253,16 @@ def test_leaving_run_early_returns_at_once():
     flow.map(lambda x: x)
     flow.capture()
     # The input never ends: only stopping the flow lets the loop and its thread
-    # end.  The bounds catch a hang, not a slow machine (no timed claim).
+    # end.  The bounds catch a hang, not a slow machine (no timed claim).  Only
+    # this flow's thread counts: an earlier test's may still be winding down.
+    before = set(threading.enumerate())
     start = time.monotonic()
     for _epoch, item in run(flow, fully_ordered(itertools.count())):
         if item > 20:
             break
     assert time.monotonic() - start < 30
     deadline = time.monotonic() + 30
-    while any(t.name == "timelypy-flow" for t in threading.enumerate()):
+    while any(t.name == "timelypy-flow" and t not in before for t in threading.enumerate()):
         assert time.monotonic() < deadline, "the flow's thread is still running"
         time.sleep(0.05)
 
