@@ -1,6 +1,6 @@
 """Connectors against their direct clients and against bytewax 0.21.1, in one run.
 
-    python -m benchmarks.connector_bench [--rows N] [--repeat N] [--only postgres,redis] [--markdown]
+    python -m benchmarks.connector_bench [--rows N] [--repeat N] [--only WORKLOADS] [--markdown]
 
 Each candidate does the same work on the same data; they are timed
 interleaved (one untimed warm-up round, then ``--repeat`` rounds) and each
@@ -10,7 +10,7 @@ result is checked before any time is quoted. Quote the ratios.
   psycopg's ``COPY`` of every row in one transaction (the fastest a client
   can write); ``timelypy``: a flow (``TestingSource`` of 1,000-row batches,
   one epoch) into ``PostgresSink(mode="append")``, whose epoch is one
-  ``COPY`` in one transaction with its progress row. Checked: the table's
+  ``COPY`` in one transaction with its row in ``timelypy_sink_epochs``. Checked: the table's
   row count and sum.
 - **redis**: ``N`` entries into a fresh stream. ``direct``: redis-py
   pipelines of 1,000 ``XADD``; ``timelypy``: ``RedisStreamSink``. Checked:
