@@ -618,3 +618,31 @@ def test_testing_source_batches_and_markers_in_any_position():
     # from a generator too
     part = TestingSource((x for x in range(5)), batch_size=3).build_part("s", "iterable", 1)
     assert [part.next_batch(), part.next_batch()] == [[1, 2, 3], [4]]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("backend", ["one", "threads"])
+def test_a_stateful_step_whose_input_ended_does_not_wait_for_the_other_inputs(backend):
+    """A short input's stateful step ends while a long input runs on for many epochs.
+
+    Regression: end-of-input results wait for the readers of the step's
+    own upstream inputs to say where they ended, not for every input's:
+    waiting for all held the short branch's output at its last epoch, the
+    workers stopped reading while too many epochs were open, and the
+    long input never ended (a hang).
+    """
+    from timelypy.flow.driver import MAX_OPEN_EPOCHS
+    from timelypy.flow.testing import cluster_main
+
+    flow = Dataflow("ends")
+    short = op.input("short", flow, TestingSource([("k", 1), ("k", 2)], 1))
+    long = op.input("long", flow, TestingSource(list(range(3 * MAX_OPEN_EPOCHS)), 1))
+    totals = op.stateful_map("total", short, lambda total, x: ((total or 0) + x,) * 2)
+    final = op.reduce_final("last", short, lambda a, b: a + b)
+    got: list[Any] = []
+    op.output("out", op.merge("all", totals, final, op.map("tag", long, str)), TestingSink(got))
+    if backend == "one":
+        run_main(flow, epoch_interval=ZERO)
+    else:
+        cluster_main(flow, [], 0, worker_count_per_proc=2, epoch_interval=ZERO)
+    assert ("k", 3) in got and len(got) == 2 + 1 + 3 * MAX_OPEN_EPOCHS

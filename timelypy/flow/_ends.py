@@ -85,15 +85,21 @@ class InputEnd:
         self._handle = handle
         self._last: int | None = None
 
+    def read(self) -> None:
+        """Read what came (call at every activation: unread messages hold the frontier)."""
+        handle = self._handle
+        if handle is not None:
+            for _, epochs in handle:
+                top = max(epochs)
+                if self._last is None or top > self._last:
+                    self._last = top
+
     def reached(self) -> bool:
         """Whether every reader on every worker has ended (and said at which epoch)."""
         handle = self._handle
         if handle is None:
             return True
-        for _, epochs in handle:
-            top = max(epochs)
-            if self._last is None or top > self._last:
-                self._last = top
+        self.read()
         return not handle.frontier.frontier()
 
     def epoch(self, at_least: int) -> int:
@@ -161,8 +167,10 @@ def with_input_end_outputs(
 
     def build(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
         logic = constructor(caps[0], info, end)
+        read_end = end.read
 
         def run(frontiers: list[Frontier]) -> None:
+            read_end()  # the ends as they come: an unread message holds the frontier
             logic(inp, *outs)
 
         return run

@@ -203,7 +203,7 @@ class GraphBuilder:
             # an aligned clock: every worker's progress, for one watermark everywhere
             marks = aligned_marks(stream, step_id, logic.ts_getter)
         result = keyed_operator(
-            stream, step_id, logic, check, snapshots, ends=self.runner.input_ends(), marks=marks
+            stream, step_id, logic, check, snapshots, ends=self.runner.input_ends(step), marks=marks
         )
         if len(step.outs) == 3:  # a window step: results, late values, metadata
             from timelypy.flow._windows import split_events

@@ -44,6 +44,7 @@ from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Exchange, Pact, Pipeline
 from timelypy.dataflow.handles import Frontier, OperatorOutput
+from timelypy.dataflow.operators.concat import concatenate
 from timelypy.dataflow.probe import ProbeHandle
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
@@ -344,7 +345,9 @@ class FlowWorker:
         graph = GraphBuilder(self, scope)
         self._outputs: list[OperatorOutput[Any]] = []
         self._scope = scope
-        self._ends: EndsSource | None = None
+        #: per input step: its readers' ends on this worker (made when a step reads them)
+        self._ends: dict[str, EndsSource] = {}
+        self._producers: dict[str, Step] | None = None
         for step_id, _, stream_id, readers in self.inputs:
             graph.set_stream(stream_id, self._source(scope, step_id, readers))
         for step in self.flow.steps:
@@ -389,7 +392,7 @@ class FlowWorker:
                 step.step_id,
                 step.options,
                 state,
-                self.input_ends(),
+                self.input_ends(step),
                 late_stream=late_id is not None and self.flow.consumers(late_id) > 0,
             )
             if late is not None:
@@ -503,14 +506,57 @@ class FlowWorker:
 
     # -- running ------------------------------------------------------------
 
-    def input_ends(self) -> Stream[int]:
-        """Every reader's last epoch, on every worker (see :mod:`timelypy.flow._ends`)."""
-        if self._ends is None:
-            self._ends = EndsSource(self._scope, self.resume_epoch)
-        return self._ends.stream
+    def input_ends(self, step: Step) -> Stream[int]:
+        """The last epochs of the readers of the inputs upstream of ``step``, on every worker.
+
+        Only those: a step whose inputs ended must not wait for other inputs
+        (see :mod:`timelypy.flow._ends`).
+        """
+        streams = []
+        for input_id in sorted(self._upstream_inputs(step)):
+            ends = self._ends.get(input_id)
+            if ends is None:
+                ends = self._ends[input_id] = EndsSource(self._scope, self.resume_epoch)
+                if not any(r.step_id == input_id for r in self.readers):
+                    ends.close()  # no reader of it on this worker
+            streams.append(ends.stream)
+        if len(streams) == 1:
+            return streams[0]
+        if not streams:  # (a step with no input upstream: its end is its frontier's)
+            empty = EndsSource(self._scope, self.resume_epoch)
+            empty.close()
+            return empty.stream
+        return concatenate(self._scope, streams)
+
+    def _upstream_inputs(self, step: Step) -> set[str]:
+        """The IDs of the input steps whose items reach ``step``."""
+        producers = self._producers
+        if producers is None:
+            producers = self._producers = {}
+            for each in self.flow.steps:
+                for out in each.outs:
+                    producers[out] = each
+        found: set[str] = set()
+        seen: set[str] = set()
+        todo = list(step.ups)
+        while todo:
+            stream_id = todo.pop()
+            if stream_id in seen:
+                continue
+            seen.add(stream_id)
+            producer = producers.get(stream_id)
+            if producer is None:
+                if stream_id == self._chain_stream or stream_id == CHAIN_INPUT:
+                    found.add(self.input_step_id)  # the chain's input given to run()
+                continue
+            if producer.operator == "input":
+                found.add(producer.step_id)
+            else:
+                todo.extend(producer.ups)
+        return found
 
     def _ended(self, reader: Any) -> None:
-        ends = self._ends
+        ends = self._ends.get(reader.step_id)
         if ends is not None:
             last = max(
                 e for e in (reader.epoch, reader.reached, self.resume_epoch) if e is not None
@@ -548,6 +594,10 @@ class FlowWorker:
                     self._ended(reader)
                 started = [s for s, r in zip(started, readers, strict=True) if not r.done]
                 readers = [reader for reader in readers if not reader.done]
+                live = {reader.step_id for reader in readers}
+                for input_id, ends in self._ends.items():
+                    if input_id not in live:
+                        ends.close()  # every reader of that input on this worker ended
                 for output in self._outputs:
                     output.flush()
                 idle = False
@@ -579,8 +629,8 @@ class FlowWorker:
             if recovery is not None:
                 recovery.checkpoint(probe)
         self.readers = readers
-        if self._ends is not None:
-            self._ends.close()
+        for ends in self._ends.values():
+            ends.close()
         # Run to the end here, not in execute's drain: to record the last frontier, and
         # to close the sinks once everything is written.
         while not probe.done():
