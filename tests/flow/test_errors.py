@@ -235,9 +235,8 @@ def test_the_runtime_note_names_the_fused_steps():
 
 
 def test_testing_output_with_processes_is_an_error():
-    from timelypy.flow.outputs import TestingOutputConfig
-
     from timelypy.errors import ClusterError
+    from timelypy.flow.outputs import TestingOutputConfig
 
     flow = Dataflow()
     flow.capture(TestingOutputConfig([]))
