@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from timelypy.recovery import RecoveryConfig, RecoveryStore
+from timelypy.recovery import RecoveryConfig, RecoveryStore, refuse_unclaimed
 from timelypy.recovery.store import Execution, SnapshotRow, SnapshotWriter, snapshot_rows
 from timelypy_spark.driver import AttemptService
 from timelypy_spark.rendezvous import Message, Rendezvous, TaskChannel
@@ -150,6 +150,11 @@ class StoreService(AttemptService):
             )
         if what == "load_keys":
             return store.load_keys(body["step_id"], body["keys"], body["before"])
+        if what == "claims":
+            # worker 0, its flow built: the state no step of it claims is refused (or dropped)
+            store.claimed.update(body["claimed"])
+            refuse_unclaimed(store, body["before"], body["allow"])
+            return None
         if what == "replay":
             return store.replay_outputs(
                 self.run,
@@ -230,6 +235,8 @@ class RemoteStore:
         begun = channel.request("recovery.begin", {}, REQUEST_SECONDS)
         #: the execution the driver began for this attempt
         self.execution: Execution = begun["execution"]
+        #: the step IDs whose state this task loaded (as :attr:`RecoveryStore.claimed`)
+        self.claimed: set[str] = set()
         #: this task's writer (one worker per task)
         self.remote_writer = RemoteWriter(channel, begun["run"], worker_index)
 
@@ -237,6 +244,7 @@ class RemoteStore:
         self, step_id: str, before: int, worker_index: int = 0, worker_count: int = 1
     ) -> dict[str, Any]:
         """The snapshots of ``step_id`` before ``before`` for one worker (see RecoveryStore)."""
+        self.claimed.add(step_id)
         return dict(
             self.channel.request(
                 "recovery.load",
@@ -252,12 +260,24 @@ class RemoteStore:
 
     def load_keys(self, step_id: str, keys: Iterable[str], before: int) -> dict[str, Any]:
         """The snapshots of some keys of ``step_id`` before ``before`` (see RecoveryStore)."""
+        self.claimed.add(step_id)
         return dict(
             self.channel.request(
                 "recovery.load_keys",
                 {"step_id": step_id, "keys": list(keys), "before": before},
                 REQUEST_SECONDS,
             )
+        )
+
+    def refuse_unclaimed(self, before: int, allow: bool) -> None:
+        """Have the driver refuse (or drop) the stored state no step of the flow claims.
+
+        Every worker builds every step, so worker 0's claims are the flow's.
+        """
+        self.channel.request(
+            "recovery.claims",
+            {"claimed": sorted(self.claimed), "before": before, "allow": allow},
+            REQUEST_SECONDS,
         )
 
     def writer(self, ex_num: int, worker_index: int) -> RemoteWriter:

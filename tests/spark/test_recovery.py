@@ -256,3 +256,33 @@ def test_partitions_resume_from_their_own_snapshots_on_spark(spark, idle, tmp_pa
     assert resume > 0
     reopened = opened.read_text().splitlines()[len(ROWS) :]  # the second attempt's readers
     assert sorted(reopened) == [f"{part} {3 * resume}" for part in sorted(ROWS)]
+
+
+def test_a_renamed_stateful_step_is_refused_on_spark(spark, idle, tmp_path):
+    """State no step claims (a step renamed since) is refused, as on threads and processes."""
+    sc = spark.sparkContext
+    config = RecoveryConfig(tmp_path / "store")
+    first = timelypy_spark.run_flow(
+        spark,
+        counting_flow(),
+        sc.parallelize(range(100), 2),
+        workers=2,
+        epoch_of=lambda x: x // PER_EPOCH,
+        recovery_config=config,
+        collect=True,
+    )
+    assert Counter(first) == expected(range(100))
+    renamed = Dataflow()
+    renamed.map(lambda x: (f"k{x % 5}", 1))
+    renamed.stateful_map("renamed", lambda key: 0, running)
+    renamed.capture()
+    with pytest.raises(RecoveryError, match=r"no step\s+of this flow claims"):
+        timelypy_spark.run_flow(
+            spark,
+            renamed,
+            sc.parallelize(range(200), 2),
+            workers=2,
+            epoch_of=lambda x: x // PER_EPOCH,
+            recovery_config=config,
+            collect=True,
+        )

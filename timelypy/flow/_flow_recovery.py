@@ -83,8 +83,13 @@ class Recovery:
 
     def check_claims(self) -> None:
         """Worker 0, once the flow is built: refuse stored state no step claims (or drop it)."""
-        if self.worker.index == 0 and isinstance(self.store, RecoveryStore):
-            refuse_unclaimed(self.store, self.execution.resume_epoch, self.allow_non_restored_state)
+        if self.worker.index != 0:
+            return
+        resume, allow = self.execution.resume_epoch, self.allow_non_restored_state
+        if isinstance(self.store, RecoveryStore):
+            refuse_unclaimed(self.store, resume, allow)
+        elif hasattr(self.store, "refuse_unclaimed"):  # a Spark task's store, the driver's
+            self.store.refuse_unclaimed(resume, allow)
 
     def seen(self, epoch: int) -> None:
         """An input of this worker reached ``epoch``."""
