@@ -27,6 +27,7 @@ from timelypy.dataflow.channels import Pact, Pipeline
 from timelypy.dataflow.handles import Frontier, OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
+from timelypy.flow._io import detached_output
 from timelypy.progress.operate import FrontierInterest
 
 __all__ = ["EndsSource", "InputEnd", "with_input_end", "with_input_end_outputs"]
@@ -38,20 +39,11 @@ class EndsSource:
     __slots__ = ("_cap", "_out", "stream")
 
     def __init__(self, scope: Scope, first_epoch: int) -> None:
-        builder = OperatorBuilder("flow.ends", scope)
-        out: OperatorOutput[int]
-        out, stream = builder.new_output()
-        held: list[Capability] = []
-
-        def constructor(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
-            held.append(caps[0].retain())
-            return _no_logic
-
-        builder.build(constructor)
-        self._cap: Capability | None = held[0]
-        if first_epoch > self._cap.time:
-            self._cap.downgrade(first_epoch)
-        self._out = out
+        out, stream, cap = detached_output(scope, "flow.ends")
+        if first_epoch > cap.time:
+            cap.downgrade(first_epoch)
+        self._cap: Capability | None = cap
+        self._out: OperatorOutput[int] = out
         #: every worker's readers' last epochs, on every worker
         self.stream: Stream[int] = stream.broadcast()
 
@@ -70,10 +62,6 @@ class EndsSource:
         cap, self._cap = self._cap, None
         if cap is not None:
             cap.drop()
-
-
-def _no_logic(frontiers: list[Frontier]) -> None:
-    return None
 
 
 class InputEnd:

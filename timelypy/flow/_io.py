@@ -19,16 +19,25 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Exchange, Pipeline
-from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
+from timelypy.dataflow.handles import Frontier, OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.notificator import EagerNotificator
+from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import FlowError, StepError
 from timelypy.flow.sinks import DynamicSink, FixedPartitionedSink
 from timelypy.flow.sources import AbortExecution
 
-__all__ = ["EpochTicker", "SourceReader", "dynamic_sink", "partitioned_sink", "IDLE_SECONDS"]
+__all__ = [
+    "EpochTicker",
+    "SourceReader",
+    "detached_output",
+    "dynamic_sink",
+    "partitioned_sink",
+    "IDLE_SECONDS",
+]
 
 log = logging.getLogger("timelypy.flow")
 
@@ -56,6 +65,29 @@ class EpochTicker:
         if self.interval <= 0:
             return self.first
         return self.first + max(0, int((now - self.start) // self.interval))
+
+
+def detached_output(scope: Scope, name: str) -> tuple[OperatorOutput[Any], Stream[Any], Capability]:
+    """An operator with one output and no logic: code outside it sends on ``output``.
+
+    Returns the output, its stream and the operator's capability (owned:
+    the caller mints from it, downgrades it and drops it).
+    """
+    builder = OperatorBuilder(name, scope)
+    output: OperatorOutput[Any]
+    output, stream = builder.new_output()
+    held: list[Capability] = []
+
+    def constructor(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
+        held.append(caps[0].retain())
+        return _no_logic
+
+    builder.build(constructor)
+    return output, stream, held[0]
+
+
+def _no_logic(frontiers: list[Frontier]) -> None:
+    return None
 
 
 def _seconds_of(when: datetime.datetime | None, what: str) -> float | None:

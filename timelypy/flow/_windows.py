@@ -40,6 +40,7 @@ __all__ = [
     "WindowsLogic",
     "forget",
     "group_by_key",
+    "remember",
     "split_events",
 ]
 
@@ -74,9 +75,13 @@ def forget(logic: Any, key: str, watermark: Any) -> None:
     """
     del logic.keys[key]
     logic.timers.set(key, None)
-    tombstones = logic.tombstones
-    tombstones[key] = watermark
-    if len(tombstones) > logic.capacity:
+    remember(logic.tombstones, key, watermark, logic.capacity)
+
+
+def remember(tombstones: dict[str, Any], key: str, value: Any, capacity: int) -> None:
+    """Keep ``value`` as a forgotten ``key``'s tombstone; past ``capacity`` the oldest goes."""
+    tombstones[key] = value
+    if len(tombstones) > capacity:
         del tombstones[next(iter(tombstones))]
 
 

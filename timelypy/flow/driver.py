@@ -40,10 +40,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from timelypy.dataflow.builder import OperatorBuilder
-from timelypy.dataflow.capability import Capability
 from timelypy.dataflow.channels import Exchange, Pact, Pipeline
-from timelypy.dataflow.handles import Frontier, OperatorOutput
+from timelypy.dataflow.handles import OperatorOutput
 from timelypy.dataflow.operators.concat import concatenate
 from timelypy.dataflow.probe import ProbeHandle
 from timelypy.dataflow.scope import Scope
@@ -57,7 +55,7 @@ from timelypy.flow._chain_reader import (
 from timelypy.flow._ends import EndsSource
 from timelypy.flow._flow_recovery import Recovery, partition_recorder
 from timelypy.flow._graph import GraphBuilder
-from timelypy.flow._io import EpochTicker, SourceReader
+from timelypy.flow._io import EpochTicker, SourceReader, detached_output
 from timelypy.flow._same_flow import check_same_flow
 from timelypy.flow.dataflow import CHAIN_INPUT, KEYED, WINDOWED, Dataflow, Step
 from timelypy.flow.inputs import (
@@ -295,17 +293,7 @@ class FlowWorker:
         return readers
 
     def _source(self, scope: Scope, step_id: str, readers: list[Any]) -> Stream[Any]:
-        builder = OperatorBuilder(step_id, scope)
-        output: OperatorOutput[Any]
-        output, stream = builder.new_output()
-        held: list[Capability] = []
-
-        def constructor(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
-            held.append(caps[0].retain())
-            return _no_logic
-
-        builder.build(constructor)
-        root = held[0]
+        output, stream, root = detached_output(scope, step_id)
         resume = self.resume_epoch
         for reader in readers:
             reader.start(root.delayed(resume))
@@ -506,11 +494,12 @@ class FlowWorker:
 
     # -- running ------------------------------------------------------------
 
-    def input_ends(self, step: Step) -> Stream[int]:
+    def input_ends(self, step: Step) -> Stream[int] | None:
         """The last epochs of the readers of the inputs upstream of ``step``, on every worker.
 
         Only those: a step whose inputs ended must not wait for other inputs
-        (see :mod:`timelypy.flow._ends`).
+        (see :mod:`timelypy.flow._ends`).  ``None`` for a step with no input
+        upstream: its end is its frontier's.
         """
         streams = []
         for input_id in sorted(self._upstream_inputs(step)):
@@ -520,12 +509,8 @@ class FlowWorker:
                 if not any(r.step_id == input_id for r in self.readers):
                     ends.close()  # no reader of it on this worker
             streams.append(ends.stream)
-        if len(streams) == 1:
-            return streams[0]
-        if not streams:  # (a step with no input upstream: its end is its frontier's)
-            empty = EndsSource(self._scope, self.resume_epoch)
-            empty.close()
-            return empty.stream
+        if len(streams) <= 1:
+            return streams[0] if streams else None
         return concatenate(self._scope, streams)
 
     def _upstream_inputs(self, step: Step) -> set[str]:
@@ -707,10 +692,6 @@ def _unexpected(step_id: str) -> Callable[[int, list[Any]], None]:
         raise AssertionError(f"capture {step_id!r}: items reached a worker that does not collect")
 
     return write
-
-
-def _no_logic(frontiers: list[Frontier]) -> None:
-    return None
 
 
 def flow_program(

@@ -38,6 +38,7 @@ from timelypy.dataflow.notificator import EagerNotificator
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import FlowError
 from timelypy.flow._ends import InputEnd, with_input_end_outputs
+from timelypy.flow._windows import TOMBSTONES, remember
 from timelypy.flow.state import NO_ACC, StepState
 from timelypy.flow.steps import route_by_key
 from timelypy.flow.window import (
@@ -60,8 +61,6 @@ log = logging.getLogger("timelypy.flow")
 
 #: Seconds between a worker's warnings about one step's late values.
 LATE_LOG_SECONDS = 10.0
-#: Forgotten keys whose lag a worker keeps per step (the oldest go first).
-TOMBSTONES = 65_536
 _NEVER = float("inf")
 _US = datetime.timedelta(microseconds=1)
 timedelta = datetime.timedelta
@@ -526,10 +525,7 @@ class WorkerWindows:
         del self.states[key]
         self.scheduled.pop(key, None)
         if self.logic.event:
-            tombstones = self.tombstones
-            tombstones[key] = key_state.lag
-            if len(tombstones) > self.capacity:
-                del tombstones[next(iter(tombstones))]
+            remember(self.tombstones, key, key_state.lag, self.capacity)
 
     def note_late(self, epoch: int, items: list[tuple[str, Any]]) -> None:
         """Count, log and hand on late items (to the late stream and ``late=``)."""
