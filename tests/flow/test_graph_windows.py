@@ -439,7 +439,11 @@ class _SharePart(StatelessSourcePartition[Any]):
         return batch
 
 
-def _aligned_windows(items: list[Any], workers: int, aligned: bool = True) -> Counter[str]:
+def _aligned_windows(
+    items: list[Any], workers: int, aligned: bool = True, processes: int = 1
+) -> Counter[str]:
+    from timelypy.flow import run_cluster
+    from timelypy.flow.sinks import CaptureSink
     from timelypy.flow.testing import cluster_main
 
     flow = Dataflow("aligned")
@@ -450,6 +454,12 @@ def _aligned_windows(items: list[Any], workers: int, aligned: bool = True) -> Co
     # ordered=False: a window's list is in arrival order; compare contents as sorted lists
     sink = op.map("sorted", out.down, lambda kv: (kv[0], (kv[1][0], sorted(kv[1][1]))))
     late = op.map("late", out.late, lambda kv: ("LATE", kv))
+    if processes > 1:  # the items come back from the other processes too
+        op.output("out", op.merge("all", sink, late), CaptureSink())
+        captured = run_cluster(
+            flow, proc_count=processes, worker_count_per_proc=workers, epoch_interval=ZERO
+        )
+        return Counter(repr(item) for _, item in captured)
     op.output("out", op.merge("all", sink, late), TestingSink(got))
     cluster_main(flow, [], 0, worker_count_per_proc=workers, epoch_interval=ZERO)
     return Counter(map(repr, got))
@@ -475,6 +485,7 @@ def test_an_aligned_clock_gives_the_same_windows_on_one_two_and_four_readers():
     assert sum(one.values()) == len(expected)
     assert _aligned_windows(items, 2) == one
     assert _aligned_windows(items, 4) == one
+    assert _aligned_windows(items, 2, processes=2) == one  # 4 readers in 2 processes
 
 
 def _window_kills(tmp_path: Path, windower: str, kills: int, items: int, seed: int) -> int:
