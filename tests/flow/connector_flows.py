@@ -12,6 +12,8 @@ depend on the number of workers, for the tests to compare runs with.
 from __future__ import annotations
 
 import datetime
+import functools
+import random
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,11 @@ def _bounds(acc: tuple[int, float, float] | None, value: float) -> tuple[int, fl
     return (acc[0] + 1, min(acc[1], value), max(acc[2], value))
 
 
+def _digits(seed: int) -> functools.partial[int]:
+    # seeded, so that every run draws the same values and the bounds compare exactly
+    return functools.partial(random.Random(seed).randrange, 0, 10)
+
+
 def build(root: Path, out: Path) -> Dataflow:
     """The flow, reading under ``root`` and writing under ``out``."""
     flow = Dataflow("conn")
@@ -61,7 +68,7 @@ def build(root: Path, out: Path) -> Dataflow:
     op.output("file", op.map("line", qty, lambda kv: ("", f"{kv[0]} {kv[1]}")), FileSink(out / "q"))
     every = datetime.timedelta(milliseconds=1)
     metrics = [
-        op.input(f"m{i}", flow, RandomMetricSource(f"m{i}", every, count=METRIC_VALUES))
+        op.input(f"m{i}", flow, RandomMetricSource(f"m{i}", every, METRIC_VALUES, _digits(i)))
         for i in range(3)
     ]
     bounds = op.fold_final("bounds", op.merge("metrics", *metrics), lambda: None, _bounds)
