@@ -56,7 +56,7 @@ def _dt(us: float) -> datetime.datetime:
         return datetime.datetime.max.replace(tzinfo=_UTC)
     if us == _NEG:
         return datetime.datetime.min.replace(tzinfo=_UTC)
-    return _EPOCH + datetime.timedelta(microseconds=us)
+    return _EPOCH + _US * us  # (the fastest way to make it)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,23 +228,32 @@ class FastWindowsLogic(KeyedLogic):
                         state.closes = at + gap + 1
                     accs[window_id] = folder(accs[window_id], value)
                     return
+        found = None
         for window_id, session in opened.items():
+            if session[0] - gap <= at <= session[1] + gap:
+                found = window_id
+                break
+        if found is not None:
+            session = opened[found]
             start, end = session[0], session[1]
-            if start <= at <= end:
-                accs[window_id] = folder(accs[window_id], value)
-                return
-            if 0 < start - at <= gap:
+            if at < start:
                 session[0] = at
-                state.closes = None
-                self._merge_sessions(state)
-                accs[window_id] = folder(accs[window_id], value)
-                return
-            if 0 < at - end <= gap:
+            elif at > end:
                 session[1] = at
-                state.closes = None
-                self._merge_sessions(state)
-                accs[window_id] = folder(accs[window_id], value)
+                if state.closes == end + gap + 1:
+                    state.closes = None  # it closed first: its successor is to find
+            else:
+                accs[found] = folder(accs[found], value)
                 return
+            # Open sessions are more than a gap apart; the one that grew can only
+            # reach another if that one is within a gap of ``at`` too.
+            for window_id, other in opened.items():
+                if window_id != found and other[0] - gap <= at <= other[1] + gap:
+                    state.closes = None
+                    self._merge_sessions(state)
+                    break
+            accs[found] = folder(accs[found], value)
+            return
         state.max_id += 1
         opened[state.max_id] = [at, at, set()]
         closes = state.closes
@@ -386,17 +395,41 @@ class FastWindowsLogic(KeyedLogic):
         wall = time.time()
         event, ts_getter, wait = self.event, self.ts_getter, self.wait
         ordered, arrival, heappush = self.ordered, self._arrival, heapq.heappush
+        session, tumbling, emit_late = self.session, self._tumbling, self.emit_late
+        gap, align, length = self.gap, self.align, self.length
+        folder, builder = self.folder, self.builder
         insert, flush, settle, keys = self._insert, self._flush, self._settle, self.keys
+        timers_at = self.timers.at
         for key, values in groups.items():
             state = keys.get(key)
             if state is None:
                 state = self._key(key)
             queue = state.queue
+            opened = state.open
+            accs = state.accs
+            one: list[Any] | None = None
+            one_id = 0
+            if session and len(opened) == 1:
+                ((one_id, one),) = opened.items()
+            # the watermark only moves on: the key's floor (a forgotten key's) and the
+            # clock's time bound it from below before the first value is looked at
             watermark = state.watermark
+            if watermark < state.floor:
+                watermark = state.floor
+            if event:
+                assert ts_getter is not None
+                # the event clock's time now: its largest timestamp minus the wait, moved
+                # on by the system time since it was seen
+                current = state.base + (now - state.system)
+                if current > watermark:
+                    watermark = current
+                moved = False
+            else:
+                current = watermark = max(watermark, now)
+                moved = False
             for value in values:
                 if event:
-                    assert ts_getter is not None
-                    at_dt = ts_getter(value)
+                    at_dt = ts_getter(value)  # type: ignore[misc]
                     try:
                         at = (at_dt - _EPOCH) // _US
                     except TypeError:
@@ -404,41 +437,72 @@ class FastWindowsLogic(KeyedLogic):
                             f"the ts_getter of an EventClock must return an aware datetime "
                             f"(with a tzinfo), got {at_dt!r} for {value!r}"
                         ) from None
-                    current = state.base + (now - state.system)
                     base = at - wait
                     if base > current:
-                        state.base, state.system = base, now
-                        mark: float = base
-                    else:
-                        mark = current
+                        current = base
+                        moved = True
+                        if base > watermark:
+                            watermark = base
                 else:
                     at = now
-                    mark = now
-                if mark > watermark:
-                    watermark = mark
-                if watermark < state.floor:
-                    watermark = state.floor
                 if at < watermark:
-                    if not self.emit_late:
+                    if not emit_late:
                         continue
-                    if self.session:
+                    if session:
                         append((key, (LATE, -1, value)))
                     else:
                         for window_id in self._ids(at):
                             append((key, (LATE, window_id, value)))
                 elif ordered:
                     heappush(queue, (at, next(arrival), value))
+                elif tumbling:
+                    # unordered values go into their windows now (what the flush would
+                    # do first); the common cases inline, the rest in _insert
+                    window_id = (at - align) // length
+                    acc = opened.get(window_id, _MISSING)
+                    if acc is _MISSING:
+                        opened[window_id] = folder(builder(), value)
+                        closes = state.closes
+                        if closes is not None:
+                            end = align + (window_id + 1) * length
+                            if end < closes:
+                                state.closes = end
+                    else:
+                        opened[window_id] = folder(acc, value)
+                elif one is not None and one[0] - gap <= at <= one[1] + gap:
+                    # the key's one open session takes it: nothing to merge with
+                    if at < one[0]:
+                        one[0] = at
+                    elif at > one[1]:
+                        one[1] = at
+                        state.closes = at + gap + 1
+                    accs[one_id] = folder(accs[one_id], value)
                 else:
-                    # unordered: into its windows now (what the flush would do first)
                     insert(key, state, at, value)
+                    if session:
+                        one = None
+                        if len(opened) == 1:
+                            ((one_id, one),) = opened.items()
+            if moved:
+                state.base, state.system = current, now
             state.watermark = watermark
             closes = state.closes
+            queue = state.queue
             if (
-                state.queue
+                (queue and (not ordered or queue[0][0] <= watermark))
                 or state.merges
-                or (state.open and (closes is None or watermark >= closes))
+                or (opened and (closes is None or watermark >= closes))
             ):
                 flush(key, state, out)
+                closes = state.closes
+                queue = state.queue
+            # settle: skipped when the key keeps the first close (or queued time) its
+            # timer was set for
+            if closes is not None and key in timers_at:
+                if queue and ordered and queue[0][0] < closes:
+                    closes = queue[0][0]
+                if closes != _POS and closes >= state.settled:
+                    continue
             settle(key, state, wall)
         return out
 
