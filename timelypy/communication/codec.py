@@ -129,6 +129,7 @@ import abc
 import collections
 import datetime
 import gc
+import inspect
 import io
 import pickle
 import struct
@@ -138,6 +139,7 @@ from operator import itemgetter
 from typing import Any, ClassVar
 
 from msgpack import ExtType, Packer, packb, unpackb
+from msgpack import version as _msgpack_version
 from msgpack.fallback import Packer as _PythonPacker
 
 from timelypy.errors import ConfigError, SerializationError
@@ -376,8 +378,62 @@ def _holds_buffer(items: list[Any]) -> bool:
     return False
 
 
+#: msgpack releases whose private ``fallback.Packer._pack`` the buffer packer was
+#: checked against: [low, high).
+MSGPACK_CHECKED = ((1, 0), (2, 0))
+
+
+def check_msgpack_version(version: str | None = None) -> str:
+    """Raise :class:`ConfigError` unless msgpack ``version`` has the packer hook this codec extends.
+
+    A message holding a ``bytearray`` or ``memoryview`` is packed by a subclass of
+    msgpack's pure-Python packer that overrides its ``_pack`` method, which is not
+    msgpack's public API: only the releases in :data:`MSGPACK_CHECKED` are accepted,
+    and the method must be there.  ``version`` is a release such as ``"1.0.8"``
+    (default: the installed msgpack's); it is returned.  The codec runs this check
+    the first time a message needs that packer.
+
+    >>> check_msgpack_version("9.0.0")
+    Traceback (most recent call last):
+      ...
+    timelypy.errors.ConfigError: timelypy's msgpack codec overrides msgpack's private ...
+    """
+    if version is None:
+        version = ".".join(map(str, _msgpack_version))
+    release: list[int] = []
+    for piece in version.split(".")[:2]:
+        digits = ""
+        for char in piece:
+            if not char.isdigit():
+                break
+            digits += char
+        release.append(int(digits) if digits else -1)
+    low, high = MSGPACK_CHECKED
+    hook = getattr(_PythonPacker, "_pack", None)
+    if (
+        len(release) < 2
+        or not low <= tuple(release) < high
+        or hook is None
+        or "obj" not in inspect.signature(hook).parameters
+    ):
+        raise ConfigError(
+            "timelypy's msgpack codec overrides msgpack's private Packer._pack to carry "
+            "bytearray and memoryview values, and was checked against msgpack "
+            f"{'.'.join(map(str, low))} to before {'.'.join(map(str, high))}; this is msgpack "
+            f"{version!r}: install 'msgpack>={'.'.join(map(str, low))},"
+            f"<{'.'.join(map(str, high))}', or send bytes instead of bytearray/memoryview"
+        )
+    return version
+
+
+_msgpack_checked: list[str] = []  # the installed version, once check_msgpack_version passed
+
+
 class _BufferPacker(_PythonPacker):  # type: ignore[misc]
-    """msgpack's pure-Python packer, with ``bytearray`` and ``memoryview`` as ext values."""
+    """msgpack's pure-Python packer, with ``bytearray`` and ``memoryview`` as ext values.
+
+    Build it with :func:`_buffer_packer`, which checks the msgpack release first.
+    """
 
     def _pack(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
         kind = type(obj)
@@ -386,6 +442,12 @@ class _BufferPacker(_PythonPacker):  # type: ignore[misc]
         elif kind is memoryview:
             obj = _pack_memoryview(obj)
         return super()._pack(obj, *args, **kwargs)
+
+
+def _buffer_packer(default: Callable[[Any], Any]) -> _BufferPacker:
+    if not _msgpack_checked:
+        _msgpack_checked.append(check_msgpack_version())
+    return _BufferPacker(default=default, strict_types=True, use_bin_type=True)
 
 
 class _Unsupported(TypeError):
@@ -428,7 +490,7 @@ class _Encoder:
             exact = True
         if exact:
             self.marked = 0
-            packer = _BufferPacker(default=self._default, strict_types=True, use_bin_type=True)
+            packer = _buffer_packer(self._default)
             body = packer.pack(obj)
         return body, self.marked
 
