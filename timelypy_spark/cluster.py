@@ -243,6 +243,10 @@ CONF_KEYS = {
     "spark.timelypy.attempts": "attempts, retries of a failed run (default: 0)",
     "spark.timelypy.serializer": "serializer, 'msgpack' or 'pickle' (default: msgpack)",
     "spark.timelypy.connectTimeout": "connect_timeout, seconds (default: 60)",
+    "spark.timelypy.metrics.port": (
+        "metrics port: worker I serves Prometheus metrics on port + I of its executor's "
+        "host (0: a free port each, logged; default: no endpoint)"
+    ),
 }
 
 
@@ -259,6 +263,10 @@ def conf_value(sc: Any, key: str, given: Any, kind: type, default: Any) -> Any:
         from pyspark.sql import SparkSession
 
         active = SparkSession.getActiveSession()
+        if active is None:
+            # the active session is per thread: a run started from another thread
+            # (a service, a test) still reads the session its context belongs to
+            active = SparkSession.builder.getOrCreate()
         if active is not None and active.sparkContext is sc:
             value = active.conf.get(key, None)
     except ImportError:  # pragma: no cover - pyspark is there when a context is

@@ -245,6 +245,12 @@ def run_barrier(
     attempts = conf_value(sc, "spark.timelypy.attempts", attempts, int, 0)
     serializer = conf_value(sc, "spark.timelypy.serializer", serializer, str, "msgpack")
     connect_timeout = conf_value(sc, "spark.timelypy.connectTimeout", connect_timeout, float, 60.0)
+    metrics_port = conf_value(sc, "spark.timelypy.metrics.port", None, int, None)
+    if metrics_port is not None and not 0 <= metrics_port <= 65535 - workers:
+        raise ConfigError(
+            f"spark.timelypy.metrics.port={metrics_port} leaves no port for each of the "
+            f"{workers} workers (port + worker index must be at most 65535)"
+        )
     assert attempts is not None and serializer is not None and connect_timeout is not None
     check_slots(sc, workers)
     check_executors(sc, workers)
@@ -274,6 +280,7 @@ def run_barrier(
                 stream_program=stream_program,
                 service=service,
                 name=name,
+                metrics_port=metrics_port,
             )
         except BaseException as exc:
             if service is not None:
@@ -313,6 +320,7 @@ def _run_execution(
     stream_program: StreamProgram | None,
     service: AttemptService | None,
     name: str,
+    metrics_port: int | None = None,
 ) -> Any:
     rendezvous = Rendezvous(driver_host(sc), secret, run, execution)
     spec = TaskSpec(
@@ -328,6 +336,7 @@ def _run_execution(
         stream_program=stream_program,
         encode=stage.encode,
         log_level=min(logging.WARNING, logging.getLogger("timelypy").getEffectiveLevel()),
+        metrics_port=metrics_port,
     )
     group = f"timelypy-{run}-{execution}"
     outcome: dict[str, Any] = {}

@@ -140,6 +140,9 @@ class TaskSpec:
     #: driver's own effective level for ``timelypy``, so that a user who turns on INFO
     #: there sees the workers' INFO records too.
     log_level: int = logging.WARNING
+    #: ``spark.timelypy.metrics.port``: worker ``I`` serves its Prometheus metrics on
+    #: ``metrics_port + I`` of its executor's host (0: a free port); ``None``: no endpoint.
+    metrics_port: int | None = None
 
 
 def barrier_task(spec: TaskSpec) -> Callable[[Iterable[Any]], Iterator[Any]]:
@@ -410,13 +413,30 @@ def _run(
     if spec.log_level < logger.getEffectiveLevel():
         logger.setLevel(spec.log_level)
 
+    server = None
+    if spec.metrics_port is not None:
+        from timelypy import metrics
+
+        try:
+            server = metrics.start(spec.metrics_port + index if spec.metrics_port else 0, host)
+        except BaseException:
+            network.close()
+            logger.removeHandler(forward)
+            logger.setLevel(previous)
+            raise
+        logger.info("worker %d serves its metrics at %s", index, server.url)
+
     def with_progress(worker: Any) -> Any:
         worker.activate_after(lambda: _send_progress(worker, channel), PROGRESS_SECONDS)
+        if server is not None:
+            server.add(worker)
         return func(worker)
 
     try:
         results = initialize_from(ClusterTransport(network), config, with_progress, report)
     finally:
+        if server is not None:
+            server.close()
         logger.removeHandler(forward)
         logger.setLevel(previous)
     return results[0]
