@@ -13,7 +13,8 @@ The step kinds of the stream graph are described by the options the
 operators of :mod:`timelypy.flow.operators` give their steps:
 :class:`StatelessSpec` (a batch function per worker) and
 :class:`KeyedSpec` (a :class:`~timelypy.flow._keyed.KeyedLogic` and what
-runs before it); ``branch``, ``merge``, ``redistribute``, ``input`` and
+runs before it), :class:`RuntimeSpec` (runtime operators of the step's
+own); ``branch``, ``merge``, ``redistribute``, ``input`` and
 ``output`` are built here directly.
 """
 
@@ -39,7 +40,7 @@ from timelypy.progress.operate import FrontierInterest
 if TYPE_CHECKING:
     from timelypy.flow.driver import FlowWorker
 
-__all__ = ["BatchFn", "StatelessSpec", "KeyedSpec", "Lazy", "GraphBuilder"]
+__all__ = ["BatchFn", "StatelessSpec", "KeyedSpec", "RuntimeSpec", "Lazy", "GraphBuilder"]
 
 #: A step applied to one batch: ``fn(epoch, items) -> items``.
 BatchFn = Callable[[int, list[Any]], list[Any]]
@@ -65,6 +66,19 @@ class KeyedSpec:
     make: Callable[[str], Any]
     prepare: Callable[[str], BatchFn] | None = None
     combine: Callable[[Any, Any], Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeSpec:
+    """A step that is its own runtime operators: ``build(stream, step_id, worker)``.
+
+    ``stream`` is the step's (materialised) input stream, ``worker`` the
+    worker it is built on; the result is the step's output stream.  Used by
+    :mod:`timelypy.flow.operators.arrow`, whose steps exchange and close
+    epochs themselves.
+    """
+
+    build: Callable[[Stream[Any], str, Any], Stream[Any]]
 
 
 @dataclasses.dataclass
@@ -139,6 +153,9 @@ class GraphBuilder:
             self.extend(step.ups[0], step, fn, step.outs[0])
         elif isinstance(options, KeyedSpec):
             self._keyed(step, options)
+        elif isinstance(options, RuntimeSpec):
+            stream = self.materialize(step.ups[0], step)
+            self.set_stream(step.outs[0], options.build(stream, step.step_id, self.worker))
         elif op == "output":
             self._output(step)
         elif op == "branch":
