@@ -11,7 +11,7 @@ one partition per worker); each timelypy worker is one long-lived Spark task
 that reads its partition; copy ``c`` of the text belongs to epoch
 ``c * epochs // copies``, so every epoch holds the same number of copies.
 
-The flow is the classic epoch wordcount (``docs/flow.md``): lower-case each
+The flow is the classic epoch wordcount (``docs/flow_epochs.md``): lower-case each
 line, split it into words, ``(word, 1)``, and ``reduce_epoch(add)`` -- no
 hand-written combiner: each worker adds up its own words of an epoch before
 one ``(word, n)`` per word crosses to the word's worker.  ``iter_flow``

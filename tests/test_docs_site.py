@@ -70,7 +70,41 @@ def test_guides_links_to_examples_reach_published_copies(site):
     assert (site / "examples" / "flow_wordcount.py").read_text() == (
         ROOT / "examples" / "flow_wordcount.py"
     ).read_text()
-    assert 'href="../examples/flow_wordcount.py"' in page(site, "flow")
+    assert 'href="../examples/flow_wordcount.py"' in page(site, "flow_epochs")
+
+
+#: The longest a guide may be, in lines: about 25 screens.  The flow layer's and the
+#: runtime's guides were one page of 1,400 lines each; they are four pages each now.
+LONGEST_GUIDE = 1000
+
+
+def test_every_guide_is_short_enough_to_read():
+    lengths = {path.name: path.read_text().count("\n") for path in (ROOT / "docs").glob("*.md")}
+    assert {"flow.md", "flow_epochs.md", "runtime.md", "runtime_operators.md"} <= set(lengths)
+    too_long = {name: n for name, n in lengths.items() if n > LONGEST_GUIDE}
+    assert not too_long, f"split these guides by topic (at most {LONGEST_GUIDE} lines): {too_long}"
+
+
+def test_the_build_fails_on_a_link_to_a_missing_heading(tmp_path):
+    # The project's validation settings, on a two-page site with one link to a heading
+    # that is not there: --strict must refuse it, as it refuses a missing page.
+    config = (ROOT / "mkdocs.yml").read_text()
+    validation = re.search(r"(?m)^validation:\n(?:  .*\n)+", config)
+    assert validation, "mkdocs.yml has no validation: block"
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text("# Home\n\n[there](other.md#no-such-heading)\n")
+    (tmp_path / "docs" / "other.md").write_text("# Other\n\n## A heading\n")
+    (tmp_path / "mkdocs.yml").write_text("site_name: planted\n" + validation.group(0))
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "out")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode != 0
+    assert "'#no-such-heading'" in result.stderr, result.stderr
 
 
 def test_flow_api_page_documents_dataflow_and_its_steps(site):

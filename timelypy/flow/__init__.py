@@ -36,7 +36,8 @@ pairs), stateful steps keyed by ``str`` state keys, and :func:`run` /
 Both run on one worker, threads, processes (``python -m timelypy.flow
 module:flow``) and Spark (``timelypy_spark.run_flow``).  The layer is
 built only on the runtime's public API (:mod:`timelypy.dataflow`), as a
-user's own operators would be; see ``docs/flow.md``.
+user's own operators would be; see ``docs/flow.md`` (the stream graph) and
+``docs/flow_epochs.md`` (the epoch chain).
 """
 
 from timelypy.flow import inputs, outputs, window
