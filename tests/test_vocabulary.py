@@ -17,9 +17,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 #: "seed 004", "Seed 003's", "the seeds'", "the seed documents", "seed-era" (not a random seed).
 CITATION = re.compile(r"\bseeds?(?:'s?)?\s+\d{3}|\bseeds'|\bseed(?: documents?|-era|'s)", re.I)
-#: Pages another part of issue 40 is rewording (the Spark and recovery guides); drop them
-#: from this set once they are.
-REWORDED_ELSEWHERE = {"spark.md", "recovery.md"}
 
 
 def citations(path: Path) -> list[str]:
@@ -38,16 +35,18 @@ def test_the_pattern_finds_citations_and_leaves_random_seeds_alone():
     assert not CITATION.search("def generate(seed: int = 7)")
 
 
-@pytest.mark.parametrize(
-    "page",
-    sorted(
-        str(p.relative_to(ROOT / "docs"))
-        for p in (ROOT / "docs").rglob("*.md")
-        if p.name not in REWORDED_ELSEWHERE or p.parent.name == "api"
-    ),
+PAGES = sorted(
+    str(p.relative_to(ROOT)) for p in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
 )
+
+
+def test_every_guide_is_checked():
+    assert {"README.md", "docs/spark.md", "docs/recovery.md", "docs/api/index.md"} <= set(PAGES)
+
+
+@pytest.mark.parametrize("page", PAGES)
 def test_guides_do_not_cite_the_spec(page):
-    assert citations(ROOT / "docs" / page) == []
+    assert citations(ROOT / page) == []
 
 
 def docstrings(path: Path) -> list[str]:
@@ -66,13 +65,12 @@ def docstrings(path: Path) -> list[str]:
 
 
 def test_examples_do_not_cite_the_spec():
-    found = [line for path in sorted((ROOT / "examples").glob("*.py")) for line in citations(path)]
-    assert found == []
+    examples = sorted((ROOT / "examples").rglob("*.py"))
+    assert ROOT / "examples" / "patterns" / "barrier_join.py" in examples
+    assert [line for path in examples for line in citations(path)] == []
 
 
-def test_docstrings_do_not_cite_the_spec():
-    # timelypy_spark's are the Spark work's (issue 40), reworded there.
-    found = [
-        line for path in sorted((ROOT / "timelypy").rglob("*.py")) for line in docstrings(path)
-    ]
+@pytest.mark.parametrize("package", ["timelypy", "timelypy_spark"])
+def test_docstrings_do_not_cite_the_spec(package):
+    found = [line for path in sorted((ROOT / package).rglob("*.py")) for line in docstrings(path)]
     assert found == []

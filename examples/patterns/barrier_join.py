@@ -1,4 +1,4 @@
-"""Pattern 5 of the seed patterns: a two-input operator that joins each time once it is complete.
+"""Timely's barrier pattern: a two-input operator that joins each time once it is complete.
 
     python examples/patterns/barrier_join.py [-w N]
 
@@ -26,7 +26,7 @@ With ``-w N`` each key's matches are printed by the worker the key is routed
 to; epochs still complete in order (the driver waits for each), but the lines
 of different workers within an epoch interleave freely.
 
-Why the seed's version is wrong:
+Why the Rust sketch this example ports is wrong:
 
 * It joins a time as soon as *both buffers hold some data* for it, and then
   forgets it.  Records of that time that arrive later -- in a later batch,

@@ -1,4 +1,4 @@
-"""Pattern 2 of the seed patterns: a custom unary operator, ``Multiply``.
+"""A Timely pattern: a custom unary operator, ``Multiply``.
 
     python examples/patterns/custom_unary.py [-w N]
 
@@ -13,7 +13,7 @@ Every worker turns ``0..9`` into a stream, multiplies it by 5 and prints
 each worker prints the ten lines (the records never leave their worker), and
 the workers' lines interleave.
 
-The seed writes Timely's extension-trait version with a ``()`` timestamp;
+In Rust this is an extension trait on a stream with a ``()`` timestamp;
 here the dataflow has the default ``int`` timestamps, which change nothing.
 """
 

@@ -1,10 +1,11 @@
-"""Pattern 4 of the seed patterns: an iterative computation on a feedback loop.
+"""A Timely pattern: an iterative computation on a feedback loop.
 
     python examples/patterns/feedback_loop.py [-w N]
 
-As in the seed, the loop lives in the dataflow's own scope, whose timestamps
-are plain ``int``: ``scope.feedback(1)`` returns a handle and a stream, and
-every record given to the handle comes back on the stream one time later.
+As in the Rust sketch this example ports, the loop lives in the dataflow's
+own scope, whose timestamps are plain ``int``: ``scope.feedback(1)``
+returns a handle and a stream, and every record given to the handle comes
+back on the stream one time later.
 The values 1 to 5 enter at time 0 as ``(value, iteration)`` pairs, are
 printed, and go around again doubled, with the iteration counter increased,
 while ``value < 100`` and ``iteration < 10``.  Because the feedback edge
@@ -27,7 +28,7 @@ With ``-w N`` every worker runs the same loop on its own copy of the inputs
 (nothing is exchanged), so each line is printed ``N`` times and the workers'
 lines interleave.
 
-Notes on the seed: its comment gives the summary's type as ``Product<u64,
+Notes on that Rust sketch: its comment gives the summary's type as ``Product<u64,
 u32>``, but in a ``u64`` scope the summary of ``feedback(1)`` is the integer
 ``1`` (``Product`` summaries belong to nested iterative scopes); and it uses
 ``concat`` without importing ``Concat``.

@@ -1,4 +1,4 @@
-"""Pattern 6 of the seed patterns: drive a dataflow from outside, pacing it with a probe.
+"""A Timely pattern: drive a dataflow from outside, pacing it with a probe.
 
     python examples/patterns/input_probe.py [-w N]
 

@@ -1,4 +1,4 @@
-"""Pattern 3 of the seed patterns: count records by key, per time, with ``unary_notify``.
+"""A Timely pattern: count records by key, per time, with ``unary_notify``.
 
     python examples/patterns/unary_notify_aggregation.py [-w N]
 
@@ -8,7 +8,7 @@ to be told when each time is complete.  Only then -- when no record of that
 time can still arrive from any worker -- does it send ``(key, count)`` for
 the time's keys, at that time, and forget them.
 
-Every worker sends the seed's records ``("apple", 1), ("banana", 1),
+Every worker sends the Rust sketch's records ``("apple", 1), ("banana", 1),
 ("apple", 2)``; with one worker it prints::
 
     Key: apple, Count: 2
@@ -16,17 +16,17 @@ Every worker sends the seed's records ``("apple", 1), ("banana", 1),
 
 With ``-w N`` the counts are ``N`` times larger and each key is printed by
 the worker it is routed to; the lines of different workers interleave freely.
-Within a time a worker sends its keys in sorted order (the seed's
-``HashMap`` order is arbitrary).
+Within a time a worker sends its keys in sorted order (the Rust
+sketch's ``HashMap`` order is arbitrary).
 
-Fixes to the seed's version:
+Fixes to the Rust sketch this example ports:
 
 * Its state (``let mut state = HashMap::new()``) is created *inside* the
   logic closure, so it is a fresh, empty map at every activation.  The
   notification for a time always comes in a later activation than the
   time's last records (their consumption is reported when the activation
   that read them ends; until then the time is not complete), so the counts
-  are gone by then and the seed's operator never sends anything.  Here the
+  are gone by then and that operator never sends anything.  Here the
   state lives in the enclosing function and survives across activations.
 * It keys its state by key alone, keeping only the latest time a key was
   seen: records of one key at two times not yet complete would be merged and
@@ -44,7 +44,7 @@ from typing import Any
 import timelypy
 from timelypy.dataflow import Exchange, Notificator, OperatorInput, OperatorOutput
 
-#: The records every worker sends (the seed's).
+#: The records every worker sends (the Rust sketch's).
 RECORDS = [("apple", 1), ("banana", 1), ("apple", 2)]
 
 
