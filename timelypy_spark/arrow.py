@@ -17,6 +17,11 @@ ends, done a batch at a time:
 * :class:`BatchWriter` turns a list of output records (tuples or lists by
   position, dicts by field name, as ``createDataFrame`` takes them) into one
   ``RecordBatch`` of the output schema's Arrow types, column by column;
+* :class:`RecordBatchWriter` passes on the ``RecordBatch``es an
+  Arrow-native flow emits (``run_flow(..., row_type="arrow")``,
+  :mod:`timelypy.flow.operators.arrow`) as the result's batches: a
+  leading epoch column added, each column cast to the schema's type, no
+  row ever a Python object;
 * :func:`output_schema` reads the ``schema`` argument (a ``StructType``, a
   DDL string, or one atomic type such as ``"string"``, whose records are
   the values of one column ``value``);
@@ -44,6 +49,8 @@ from timelypy.errors import ConfigError
 __all__ = [
     "BatchReader",
     "BatchWriter",
+    "RecordBatchWriter",
+    "is_record_batch",
     "output_schema",
     "infer_schema",
     "struct_of",
@@ -354,6 +361,81 @@ class BatchWriter:
             f"{self.schema.simpleString()}: {error}; return values of the column's type or "
             "pass another schema="
         )
+
+
+def is_record_batch(item: object) -> bool:
+    """Whether ``item`` is a ``pyarrow.RecordBatch`` (without importing pyarrow for others)."""
+    kind = type(item)
+    return kind.__name__ == "RecordBatch" and kind.__module__.startswith("pyarrow")
+
+
+class RecordBatchWriter:
+    """The result's batches from ``(epoch, RecordBatch)`` pairs: no row leaves Arrow.
+
+    ``schema`` is the result's ``StructType``; with an ``epoch_column`` its
+    first field is that column, filled with each batch's epoch.  The
+    batch's other columns are taken by name, in the schema's order, and
+    cast to the schema's Arrow types (a column missing, or one that does
+    not cast, raises a ``TypeError`` naming it).  Several pairs give one
+    batch, their rows in order.  Shipped to every task.
+    """
+
+    def __init__(self, schema: Any, epoch_column: str | None) -> None:
+        self.schema = schema
+        self.epoch_column = epoch_column
+        self._arrow: Any = None
+
+    def arrow_schema(self) -> Any:
+        """The Arrow schema of the batches (the types Spark's ``mapInArrow`` expects)."""
+        if self._arrow is None:
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            self._arrow = to_arrow_schema(self.schema, timezone="UTC")
+        return self._arrow
+
+    def __call__(self, pairs: list[tuple[int, Any]]) -> Any:
+        """One ``RecordBatch`` of the result's schema from the pairs' batches."""
+        import pyarrow as pa
+
+        target = self.arrow_schema()
+        batches = [self._one(epoch, batch, target) for epoch, batch in pairs]
+        if len(batches) == 1:
+            return batches[0]
+        return pa.Table.from_batches(batches, target).combine_chunks().to_batches()[0]
+
+    def _one(self, epoch: int, batch: Any, target: Any) -> Any:
+        import pyarrow as pa
+
+        if not is_record_batch(batch):
+            raise TypeError(
+                f"row_type='arrow' writes the flow's output items as the result's Arrow "
+                f"batches: each must be a pyarrow.RecordBatch, got a {type(batch).__name__} "
+                "(return record batches from the flow's last step, or leave row_type)"
+            )
+        names = batch.schema.names
+        arrays = []
+        for field in target:
+            if field.name == self.epoch_column:
+                arrays.append(pa.repeat(pa.scalar(epoch, field.type), batch.num_rows))
+                continue
+            if field.name not in names:
+                raise TypeError(
+                    f"an output record batch has no column {field.name!r} of the output schema "
+                    f"{self.schema.simpleString()} (its columns: {names}); name the batch's "
+                    "columns as the schema does"
+                )
+            column = batch.column(field.name)
+            if column.type != field.type:
+                try:
+                    column = column.cast(field.type)
+                except (pa.ArrowException, TypeError, ValueError) as exc:
+                    raise TypeError(
+                        f"the output column {field.name!r} ({column.type}) does not cast to "
+                        f"{field.type}, its type in the output schema "
+                        f"{self.schema.simpleString()}: {exc}"
+                    ) from exc
+            arrays.append(column)
+        return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
 def infer_schema(spark: Any, records: list[Any], what: str = "run()") -> tuple[Any, bool]:

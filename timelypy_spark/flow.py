@@ -20,7 +20,12 @@ Where the items come from (``source``):
 * **a DataFrame** -- its rows, as tuples (``row_type="dict"``: dicts).  With
   a DataFrame result too, the rows enter and the result rows leave the
   tasks as Arrow batches (``mapInArrow(..., barrier=True)``,
-  :mod:`timelypy_spark.arrow`).
+  :mod:`timelypy_spark.arrow`).  With ``row_type="arrow"`` (and a
+  DataFrame result) the flow's items are those Arrow batches themselves,
+  ``pyarrow.RecordBatch``es, never rows as Python objects, for the
+  Arrow-native steps of :mod:`timelypy.flow.operators.arrow`; the
+  record batches the flow captures become the result's batches (columns
+  by name, cast to the schema's types, the epoch column added).
 * **an input config** (a :class:`~timelypy.flow.inputs.PartitionedInputConfig`,
   or a :class:`~timelypy.flow.inputs.ManualInputConfig`), or ``None`` for the
   flow's own ``input`` step -- read inside the tasks as
@@ -59,7 +64,13 @@ from timelypy.flow.driver import FlowWorker, flow_program
 from timelypy.flow.inputs import InputConfig, ManualInputConfig, epochs_from_pairs
 from timelypy.flow.sources import DynamicSource, StatelessSourcePartition
 from timelypy.recovery import AttachedExecution, RecoveryConfig
-from timelypy_spark.arrow import BatchReader, BatchWriter, infer_schema
+from timelypy_spark.arrow import (
+    BatchReader,
+    BatchWriter,
+    RecordBatchWriter,
+    infer_schema,
+    is_record_batch,
+)
 from timelypy_spark.cluster import default_workers, spark_context
 from timelypy_spark.driver import AttemptService, BarrierStage
 from timelypy_spark.epochs import Epochs, memory_mb
@@ -130,6 +141,12 @@ def run_flow(
     with a DataFrame result runs through Arrow batches
     (:mod:`timelypy_spark.arrow`).
 
+    ``row_type="arrow"`` (a DataFrame source, a DataFrame result) makes
+    the flow's items the DataFrame's own ``pyarrow.RecordBatch``es (one
+    item per batch; ``epoch_of`` then takes a batch), and its output items
+    record batches too, written as the result's batches: no row becomes a
+    Python object on either side (``docs/arrow.md``).
+
     ``timeout``, ``attempts``, ``serializer`` and ``connect_timeout`` are as
     for :func:`timelypy_spark.execute`.  A user function that raises in any
     task is re-raised here as itself, with notes naming the step and worker;
@@ -171,10 +188,12 @@ def run_flow(
             )
         output_schema = frame_schema(spark, schema, epoch_column)
     if isinstance(rdd, BarrierStage):
-        writer = BatchWriter(output_schema)
-        rdd = dataclasses.replace(
-            rdd, schema=output_schema, encode=_FrameEncoder(writer, epoch_column)
-        )
+        encode: Callable[[list[Any]], Any]
+        if row_type == "arrow":
+            encode = RecordBatchWriter(output_schema, epoch_column)
+        else:
+            encode = _FrameEncoder(BatchWriter(output_schema), epoch_column)
+        rdd = dataclasses.replace(rdd, schema=output_schema, encode=encode)
     with contextlib.ExitStack() as stack:
         service = None
         if recovery_config is not None:
@@ -226,14 +245,27 @@ def _sample_schema(
             "output='frame' without a schema infers it from a sample of an RDD or DataFrame "
             "source; with an input config, pass schema= (the items' columns)"
         )
-    epochs = Epochs.of(epoch_of, epoch_length, presorted=presorted)
-    if isinstance(prepared, BarrierStage):
-        reader: Reader | None = BatchReader(prepared.source.schema, row_type)
+    # the sample is the first rows of several partitions, one after the other: sorted here
+    epochs = Epochs.of(epoch_of, epoch_length, presorted=False)
+    if row_type == "arrow":
+        reader: Reader | None = None
+    elif isinstance(prepared, BarrierStage):
+        reader = BatchReader(prepared.source.schema, row_type)
     else:
         reader = row_reader(source, row_type)
-    program = _records_program(flow, epochs, reader, None)
+    fed = _spark_inputs(flow)
+    spark_input = fed[0] if not flow.has_chain and len(fed) == 1 else None
+    program = _records_program(
+        flow, epochs, reader, None, spark_input=spark_input, arrow=row_type == "arrow"
+    )
     pairs = sample_records(program, source)
-    struct, _ = infer_schema(session_of(spark), [item for _, item in pairs], "run_flow()")
+    items = [item for _, item in pairs]
+    if items and all(map(is_record_batch, items)):
+        # the flow's record batches: their own Arrow schema, as Spark reads it
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(items[0].schema)
+    struct, _ = infer_schema(session_of(spark), items, "run_flow()")
     return struct
 
 
@@ -276,6 +308,11 @@ def iter_flow(
     """
     if not isinstance(flow, Dataflow):
         raise FlowError(f"iter_flow needs a timelypy.flow.Dataflow, got {flow!r}")
+    if row_type == "arrow":
+        raise ConfigError(
+            "row_type='arrow' feeds a DataFrame's Arrow batches through run_flow with a "
+            "DataFrame result; iter_flow reads rows (row_type 'tuple', 'dict' or 'row')"
+        )
     sc = spark_context(spark)
     rdd, program = _flow_input(
         sc,
@@ -412,6 +449,12 @@ def _flow_input(
     With ``arrow`` and a DataFrame ``source``, a :class:`BarrierStage` over
     the DataFrame (its output schema still to be set) instead of the RDD.
     """
+    if row_type == "arrow" and not (arrow and is_frame(source)):
+        raise ConfigError(
+            "row_type='arrow' makes the flow's items a DataFrame's Arrow batches and writes "
+            "the record batches it outputs as a DataFrame: give run_flow a DataFrame source "
+            "and a DataFrame result (schema=... or output='frame')"
+        )
     own = flow.input_config
     fed = _spark_inputs(flow)
     if not flow.has_chain and source is None:
@@ -483,8 +526,11 @@ def _flow_input(
         )
         if arrow and is_frame(source):
             frame, partitions = as_frame(source, workers)
-            reader: Reader | None = BatchReader(frame.schema, row_type)
-            program = _records_program(flow, epochs, reader, recovery_config, deliver, spark_input)
+            native = row_type == "arrow"
+            reader: Reader | None = None if native else BatchReader(frame.schema, row_type)
+            program = _records_program(
+                flow, epochs, reader, recovery_config, deliver, spark_input, arrow=native
+            )
             return BarrierStage(frame, partitions), program
         reader = row_reader(source, row_type)
         rdd = as_rdd(source, workers, "run_flow()")
@@ -570,6 +616,10 @@ def _run_task(
         pairs = [(epoch, item) for item in items]
         if log_output is not None:
             log_output(epoch, pairs)
+        if items and is_record_batch(items[0]):
+            for pair in pairs:  # each record batch its own piece of the output
+                emit([pair])
+            return
         emit(pairs)
 
     def report_frontier(runner: FlowWorker) -> None:
@@ -621,12 +671,15 @@ def _records_program(
     recovery_config: RecoveryConfig | None,
     deliver: bool = False,
     spark_input: str | None = None,
+    arrow: bool = False,
 ) -> StreamProgram:
     """Each task a worker of the flow, reading its own partition at the records' epochs.
 
     The partition feeds the flow's chain, or the input step ``spark_input``
-    of a stream graph.
+    of a stream graph.  With ``arrow`` its records are record batches, each
+    sent on its own (one batch of the flow per record batch).
     """
+    chunk = 1 if arrow else BATCH
 
     def program(
         worker: Any, partition: Iterator[Any], emit: EmitRecords, task: TaskContext
@@ -635,7 +688,7 @@ def _records_program(
 
         def input_builder(worker_index: int, worker_count: int, resume_epoch: int) -> Iterator[Any]:
             if epochs.single:
-                return _one_epoch(records, resume_epoch)
+                return _one_epoch(records, resume_epoch, chunk)
             where = f"the partition of worker {worker_index}"
             return epochs_from_pairs(epochs.pairs(records, where), resume_epoch)
 
@@ -769,14 +822,15 @@ def _spark_inputs(flow: Dataflow) -> list[str]:
     ]
 
 
-def _one_epoch(records: Iterator[Any], resume_epoch: int) -> Iterator[Any]:
+def _one_epoch(records: Iterator[Any], resume_epoch: int, size: int = BATCH) -> Iterator[Any]:
     """Every record at epoch 0, read in ``EmitBatch`` chunks (nothing if resuming past 0).
 
-    One event per :data:`~timelypy_spark.io.BATCH` records, sliced in C,
-    rather than an ``(epoch, record)`` pair and an ``Emit`` per record.
+    One event per ``size`` (:data:`~timelypy_spark.io.BATCH`) records,
+    sliced in C, rather than an ``(epoch, record)`` pair and an ``Emit``
+    per record.
     """
     if resume_epoch > 0:
         return
     yield flow_inputs.AdvanceTo(0)
-    while chunk := list(islice(records, BATCH)):
+    while chunk := list(islice(records, size)):
         yield flow_inputs.EmitBatch(chunk)

@@ -1,0 +1,135 @@
+"""run_flow(..., row_type="arrow"): a DataFrame's Arrow batches through Arrow-native steps.
+
+One local[4] session for all (``conftest.py``); the tests run 2 workers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import timelypy.flow.operators as op
+import timelypy_spark
+from timelypy import ConfigError
+from timelypy.flow import Dataflow
+from timelypy.flow.sinks import CaptureSink
+from timelypy_spark import SparkInput
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+pa = pytest.importorskip("pyarrow")
+pc = pytest.importorskip("pyarrow.compute")
+arrow = pytest.importorskip("timelypy.flow.operators.arrow")
+
+SEPARATORS = r'[\s!,.?":;0-9]+'
+LINES = [
+    "To be, or not to be: that is the question.",
+    "Whether 'tis nobler in the mind to suffer",
+    "The slings and arrows of outrageous fortune,",
+    "Or to take arms against a sea of troubles",
+    "",
+    "1 2 3 and 4 more: To BE!",
+] * 40
+
+
+def words_of(batch: Any) -> list[Any]:
+    """Lines -> words: lower case, split on the separators, empty tokens dropped."""
+    assert type(batch) is pa.RecordBatch  # the DataFrame's own batch, not rows
+    tokens = pc.list_flatten(pc.split_pattern_regex(pc.utf8_lower(batch.column(0)), SEPARATORS))
+    return [pa.record_batch({"word": pc.filter(tokens, pc.not_equal(tokens, ""))})]
+
+
+def wordcount_flow() -> Dataflow:
+    flow = Dataflow("wc")
+    lines = op.input("lines", flow, SparkInput())
+    words = arrow.flat_map_arrow("words", lines, words_of)
+    counts = arrow.aggregate_arrow("count", words, "word", [([], "count_all")])
+    op.output("out", counts, CaptureSink())
+    return flow
+
+
+def test_an_arrow_wordcount_reads_and_writes_dataframes_as_record_batches(idle):
+    spark = idle
+    frame = spark.createDataFrame([(line,) for line in LINES], "value string").repartition(3)
+    result = timelypy_spark.run_flow(
+        spark,
+        wordcount_flow(),
+        frame,
+        workers=2,
+        row_type="arrow",
+        schema="word string, count_all long",
+    )
+    try:
+        assert result.columns == ["epoch", "word", "count_all"]
+        got = {(row.epoch, row.word): row.count_all for row in result.collect()}
+    finally:
+        result.unpersist()
+    expected = Counter(
+        word for line in LINES for word in re.findall(r'[^\s!,.?":;0-9]+', line.lower())
+    )
+    assert got == {(0, word): n for word, n in expected.items()}
+
+
+def test_epochs_of_record_batches_and_a_schema_inferred_from_the_batches(idle):
+    spark = idle
+    frame = spark.range(0, 1000, numPartitions=2).selectExpr(
+        "id", "cast(id % 3 as string) as tag", "id div 250 as part"
+    )
+    flow = Dataflow("sums")
+    batches = op.input("rows", flow, SparkInput())
+    doubled = arrow.map_arrow(
+        "double",
+        batches,
+        lambda b: pa.record_batch({"tag": b["tag"], "v": pc.multiply(b["id"], 2)}),
+    )
+    sums = arrow.aggregate_arrow("sum", doubled, "tag", [("v", "sum"), ([], "count_all")])
+    op.output("out", sums, CaptureSink())
+    # batches of 50 rows: every batch holds rows of one part (250 rows each, sorted)
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "50")
+    try:
+        result = timelypy_spark.run_flow(
+            spark,
+            flow,
+            frame.repartition(2, "part").sortWithinPartitions("part"),
+            workers=2,
+            row_type="arrow",
+            epoch_of=lambda batch: batch["part"][0].as_py(),
+            presorted=True,
+            output="frame",
+        )
+    finally:
+        spark.conf.set(key, before)
+    try:
+        assert [f.name for f in result.schema.fields] == ["epoch", "tag", "v_sum", "count_all"]
+        rows = sorted(tuple(row) for row in result.collect())
+    finally:
+        result.unpersist()
+    expected: Counter[tuple[int, str]] = Counter()
+    counts: Counter[tuple[int, str]] = Counter()
+    for i in range(1000):
+        expected[(i // 250, str(i % 3))] += 2 * i
+        counts[(i // 250, str(i % 3))] += 1
+    assert rows == sorted((e, t, v, counts[(e, t)]) for (e, t), v in expected.items())
+
+
+def test_row_type_arrow_needs_a_dataframe_in_and_out(spark):
+    frame = spark.createDataFrame([("a",)], "value string")
+    with pytest.raises(ConfigError, match="row_type='arrow'"):
+        timelypy_spark.run_flow(spark, wordcount_flow(), frame, row_type="arrow", collect=True)
+    with pytest.raises(ConfigError, match="row_type='arrow'"):
+        timelypy_spark.run_flow(
+            spark, wordcount_flow(), frame.rdd, row_type="arrow", schema="word string"
+        )
+
+
+def test_an_output_batch_without_the_schemas_column_names_it(spark):
+    frame = spark.createDataFrame([("a b",)], "value string")
+    with pytest.raises(Exception, match="no column 'nope'"):
+        timelypy_spark.run_flow(
+            spark, wordcount_flow(), frame, workers=2, row_type="arrow", schema="nope string"
+        )
