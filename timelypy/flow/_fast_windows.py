@@ -31,7 +31,7 @@ from typing import Any
 
 from timelypy.errors import FlowError
 from timelypy.flow._keyed import KeyedLogic, _Timers
-from timelypy.flow._windows import DOWN, LATE, META, TOMBSTONES, forget, group_by_key
+from timelypy.flow._windows import DOWN, LATE, META, TOMBSTONES, forget
 
 __all__ = ["FastKey", "FastPlan", "FastWindowsLogic", "micros"]
 
@@ -385,113 +385,104 @@ class FastWindowsLogic(KeyedLogic):
     # -- KeyedLogic -----------------------------------------------------------------
 
     def apply(self, epoch: int, items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        """Put a batch's values into their keys' windows; return what that closes and the late.
+
+        Items are taken in arrival order, each key's state looked up per item
+        (a batch holds few values per key, so grouping them first costs more
+        than it saves), then every key the batch touched is flushed and
+        settled once.
+        """
         now = self._system_now()
         if now > self._now:
             self._now = now
         now = self._now
-        groups = group_by_key(items)
         out: list[Any] = []
         append = out.append
-        wall = time.time()
-        event, ts_getter, wait = self.event, self.ts_getter, self.wait
+        event, ts_getter, wait, gap = self.event, self.ts_getter, self.wait, self.gap
+        session, tumbling, align, length = self.session, self._tumbling, self.align, self.length
         ordered, arrival, heappush = self.ordered, self._arrival, heapq.heappush
-        session, tumbling, emit_late = self.session, self._tumbling, self.emit_late
-        gap, align, length = self.gap, self.align, self.length
-        folder, builder = self.folder, self.builder
-        insert, flush, settle, keys = self._insert, self._flush, self._settle, self.keys
-        timers_at = self.timers.at
-        for key, values in groups.items():
-            state = keys.get(key)
+        folder, builder, emit_late = self.folder, self.builder, self.emit_late
+        insert, keys = self._insert, self.keys
+        get = keys.get
+        touched: dict[str, FastKey] = {}
+        seen = touched.get
+        for key, value in items:
+            state = seen(key)
             if state is None:
-                state = self._key(key)
-            queue = state.queue
-            opened = state.open
-            accs = state.accs
-            one: list[Any] | None = None
-            one_id = 0
-            if session and len(opened) == 1:
-                ((one_id, one),) = opened.items()
-            # the watermark only moves on: the key's floor (a forgotten key's) and the
-            # clock's time bound it from below before the first value is looked at
-            watermark = state.watermark
-            if watermark < state.floor:
-                watermark = state.floor
-            if event:
-                assert ts_getter is not None
-                # the event clock's time now: its largest timestamp minus the wait, moved
-                # on by the system time since it was seen
-                current = state.base + (now - state.system)
-                if current > watermark:
-                    watermark = current
-                moved = False
+                state = get(key)
+                if state is None:
+                    state = self._key(key)
+                touched[key] = state
+                # the clock's time now raises the watermark: the system time, or an event
+                # clock's largest timestamp minus the wait, moved on by the system time
+                current = state.base + (now - state.system) if event else now
+                if current > state.watermark:
+                    state.watermark = current
+            if not event:
+                at = now  # the system clock: nothing is late
             else:
-                current = watermark = max(watermark, now)
-                moved = False
-            for value in values:
-                if event:
-                    at_dt = ts_getter(value)  # type: ignore[misc]
-                    try:
-                        at = (at_dt - _EPOCH) // _US
-                    except TypeError:
-                        raise FlowError(
-                            f"the ts_getter of an EventClock must return an aware datetime "
-                            f"(with a tzinfo), got {at_dt!r} for {value!r}"
-                        ) from None
-                    base = at - wait
-                    if base > current:
-                        current = base
-                        moved = True
-                        if base > watermark:
-                            watermark = base
-                else:
-                    at = now
-                if at < watermark:
-                    if not emit_late:
-                        continue
+                at_dt = ts_getter(value)  # type: ignore[misc]
+                try:
+                    at = (at_dt - _EPOCH) // _US
+                except TypeError:
+                    raise FlowError(
+                        f"the ts_getter of an EventClock must return an aware datetime "
+                        f"(with a tzinfo), got {at_dt!r} for {value!r}"
+                    ) from None
+                base = at - wait
+                if base > state.watermark:
+                    # past the watermark, so past the clock's time: the new largest timestamp
+                    state.base, state.system, state.watermark = base, now, base
+                elif base > state.base + (now - state.system):
+                    state.base, state.system = base, now
+            if at < state.watermark:
+                if emit_late:
                     if session:
                         append((key, (LATE, -1, value)))
                     else:
                         for window_id in self._ids(at):
                             append((key, (LATE, window_id, value)))
-                elif ordered:
-                    heappush(queue, (at, next(arrival), value))
-                elif tumbling:
-                    # unordered values go into their windows now (what the flush would
-                    # do first); the common cases inline, the rest in _insert
-                    window_id = (at - align) // length
-                    acc = opened.get(window_id, _MISSING)
-                    if acc is _MISSING:
-                        opened[window_id] = folder(builder(), value)
-                        closes = state.closes
-                        if closes is not None:
-                            end = align + (window_id + 1) * length
-                            if end < closes:
-                                state.closes = end
-                    else:
-                        opened[window_id] = folder(acc, value)
-                elif one is not None and one[0] - gap <= at <= one[1] + gap:
-                    # the key's one open session takes it: nothing to merge with
+                continue
+            if ordered:
+                heappush(state.queue, (at, next(arrival), value))
+                continue
+            opened = state.open
+            if tumbling:
+                window_id = (at - align) // length
+                acc = opened.get(window_id, _MISSING)
+                if acc is _MISSING:
+                    opened[window_id] = folder(builder(), value)
+                    closes = state.closes
+                    if closes is not None:
+                        end = align + (window_id + 1) * length
+                        if end < closes:
+                            state.closes = end
+                else:
+                    opened[window_id] = folder(acc, value)
+            elif session and len(opened) == 1:
+                ((window_id, one),) = opened.items()
+                if one[0] - gap <= at <= one[1] + gap:
                     if at < one[0]:
                         one[0] = at
                     elif at > one[1]:
                         one[1] = at
                         state.closes = at + gap + 1
-                    accs[one_id] = folder(accs[one_id], value)
+                    accs = state.accs
+                    accs[window_id] = folder(accs[window_id], value)
                 else:
                     insert(key, state, at, value)
-                    if session:
-                        one = None
-                        if len(opened) == 1:
-                            ((one_id, one),) = opened.items()
-            if moved:
-                state.base, state.system = current, now
-            state.watermark = watermark
+            else:
+                insert(key, state, at, value)
+        flush, settle, timers_at = self._flush, self._settle, self.timers.at
+        wall = time.time()
+        for key, state in touched.items():
             closes = state.closes
             queue = state.queue
+            watermark = state.watermark
             if (
                 (queue and (not ordered or queue[0][0] <= watermark))
                 or state.merges
-                or (opened and (closes is None or watermark >= closes))
+                or (state.open and (closes is None or watermark >= closes))
             ):
                 flush(key, state, out)
                 closes = state.closes

@@ -58,12 +58,9 @@ _UTC_MAX = datetime.datetime.max.replace(tzinfo=_UTC)
 def group_by_key(items: list[tuple[str, Any]]) -> dict[str, list[Any]]:
     """The values of ``(key, value)`` items per key, each key's in their order."""
     groups: dict[str, list[Any]] = {}
+    add = groups.setdefault  # a list made per item and mostly dropped: still the fastest
     for key, value in items:
-        values = groups.get(key)
-        if values is None:
-            groups[key] = [value]
-        else:
-            values.append(value)
+        add(key, []).append(value)
     return groups
 
 
