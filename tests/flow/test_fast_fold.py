@@ -1,7 +1,7 @@
 """The fast paths of ``reduce_epoch``'s fold and of the keyed-item check.
 
 ``_fold`` writes ``old + value`` itself when the reducer is ``operator.add``,
-``keyed_check`` counts types in C and ``_checked`` checks as it folds; all
+``keyed_check`` counts types in C and ``checked_fold`` checks as it folds; all
 must behave exactly as the plain per-item versions below do: the same
 values *and types* (a key seen once with ``True`` stays ``True``), the same
 exceptions with the same notes, the same ``StateKeyError`` for the same bad
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from timelypy.errors import StateKeyError
 from timelypy.flow import Dataflow, run, run_cluster
-from timelypy.flow.steps import _checked, _fold, keyed_check
+from timelypy.flow.steps import _fold, checked_fold, keyed_check
 
 _MISSING = object()
 
@@ -256,11 +256,11 @@ def test_keyed_check_refuses_exactly_the_bad_items(items, epoch):
     reducer=st.sampled_from([add, plus]),
 )
 def test_the_checked_fold_refuses_what_keyed_check_refuses(items, epoch, reducer):
-    # reduce_epoch's first fold checks its items as it folds (two C passes, the
-    # length found by the fold's own unpacking): the same StateKeyError, naming
+    # reduce_epoch's first fold checks each item as it folds it (the length found
+    # by the fold's own unpacking): the same StateKeyError, naming
     # the same item, as keyed_check before the fold; otherwise the same fold.
     step = sum_step(reducer)
-    checked = _checked(step, _fold(step, reducer))
+    checked = checked_fold(step, reducer)
     try:
         keyed_check(step)(epoch, items)
         expected = None

@@ -313,6 +313,39 @@ class Dataflow:
         """
         self._add("flat_map", step_id, [mapper], ["mapper"])
 
+    def map_batch(
+        self, mapper: Callable[[list[Any]], list[Any]], step_id: str | None = None
+    ) -> None:
+        """Replace each batch of items with ``mapper(batch)``: a list, one output per item.
+
+        ``mapper`` is called once per batch (all of one epoch) rather than
+        once per item; what a batch holds depends on how the input is read,
+        so it must treat each item on its own.  See ``docs/batch_steps.md``.
+
+        >>> from timelypy.flow import run
+        >>> flow = Dataflow(); flow.map_batch(lambda batch: [x * 10 for x in batch])
+        >>> flow.capture()
+        >>> sorted(run(flow, [(0, 1), (0, 2), (1, 3)]))
+        [(0, 10), (0, 20), (1, 30)]
+        """
+        self._add("map_batch", step_id, [mapper], ["mapper"])
+
+    def flat_map_batch(
+        self, mapper: Callable[[list[Any]], Iterable[Any]], step_id: str | None = None
+    ) -> None:
+        """Replace each batch of items with every item of ``mapper(batch)`` (a list, any length).
+
+        Called once per batch (all of one epoch); its outputs keep the
+        batch's epoch.
+
+        >>> from timelypy.flow import run
+        >>> flow = Dataflow(); flow.flat_map_batch(lambda lines: " ".join(lines).split())
+        >>> flow.capture()
+        >>> sorted(run(flow, [(0, "a b"), (0, "c")]))
+        [(0, 'a'), (0, 'b'), (0, 'c')]
+        """
+        self._add("flat_map_batch", step_id, [mapper], ["mapper"])
+
     def filter(self, predicate: Callable[[Any], bool], step_id: str | None = None) -> None:
         """Keep the items for which ``predicate(item)`` is true.
 
@@ -367,7 +400,13 @@ class Dataflow:
         """
         self._add("reduce", step_id, [reducer, is_complete], ["reducer", "is_complete"])
 
-    def reduce_epoch(self, reducer: Callable[[Any, Any], Any], step_id: str | None = None) -> None:
+    def reduce_epoch(
+        self,
+        reducer: Callable[[Any, Any], Any],
+        step_id: str | None = None,
+        *,
+        pre_aggregate: Callable[[list[Any]], Any] | None = None,
+    ) -> None:
         """Per state key and epoch, fold the values; emit ``(key, acc)`` when the epoch closes.
 
         State does not carry into the next epoch.  Within an epoch values
@@ -381,17 +420,47 @@ class Dataflow:
         >>> flow = Dataflow(); flow.reduce_epoch(add); flow.capture()
         >>> sorted(run(flow, [(0, ("a", 1)), (0, ("a", 2)), (1, ("a", 5))]))
         [(0, ('a', 3)), (1, ('a', 5))]
+
+        With ``pre_aggregate`` the step's items are anything, and
+        ``pre_aggregate(batch)`` turns each batch of them (all of one
+        epoch) into partial results: a mapping ``key -> partial`` (a
+        ``dict``, a ``Counter``) or a list of ``(key, partial)`` pairs,
+        with ``str`` keys.  The partials are folded with ``reducer`` as
+        values are, so they must be values ``reducer`` takes:
+
+        >>> from collections import Counter
+        >>> flow = Dataflow()
+        >>> flow.reduce_epoch(add, pre_aggregate=lambda lines: Counter(" ".join(lines).split()))
+        >>> flow.capture()
+        >>> sorted(run(flow, [(0, "a b a"), (0, "b"), (1, "a")]))
+        [(0, ('a', 2)), (0, ('b', 2)), (1, ('a', 1))]
         """
-        self._add("reduce_epoch", step_id, [reducer], ["reducer"])
+        self._add_reduce("reduce_epoch", step_id, reducer, pre_aggregate)
 
     def reduce_epoch_local(
-        self, reducer: Callable[[Any, Any], Any], step_id: str | None = None
+        self,
+        reducer: Callable[[Any, Any], Any],
+        step_id: str | None = None,
+        *,
+        pre_aggregate: Callable[[list[Any]], Any] | None = None,
     ) -> None:
         """Like :meth:`reduce_epoch`, but each worker folds only its own items (no exchange).
 
         A key may then be emitted once per worker that saw it.
         """
-        self._add("reduce_epoch_local", step_id, [reducer], ["reducer"])
+        self._add_reduce("reduce_epoch_local", step_id, reducer, pre_aggregate)
+
+    def _add_reduce(
+        self,
+        operator: str,
+        step_id: str | None,
+        reducer: Callable[[Any, Any], Any],
+        pre_aggregate: Callable[[list[Any]], Any] | None,
+    ) -> None:
+        if pre_aggregate is None:
+            self._add(operator, step_id, [reducer], ["reducer"])
+        else:
+            self._add(operator, step_id, [reducer, pre_aggregate], ["reducer", "pre_aggregate"])
 
     def stateful_map(
         self,

@@ -75,11 +75,10 @@ from timelypy.flow.sources import AbortExecution, DynamicSource, FixedPartitione
 from timelypy.flow.state import StepState
 from timelypy.flow.steps import (
     batch_function,
-    combine_epoch,
     keyed_check,
     keyed_step,
     output_sink,
-    route_by_key,
+    reduce_epoch,
 )
 from timelypy.flow.window_ops import window_step
 from timelypy.recovery import AttachedExecution, RecoveryConfig
@@ -352,20 +351,10 @@ class FlowWorker:
         """Add the operators of one step of the epoch chain."""
         op = step.operator
         up, out = step.ups[0], step.outs[0]
-        if op == "reduce_epoch" and self.worker.peers > 1:
-            # Fold on the sending worker first (checking the items as it folds):
-            # one item per key leaves it.
-            stream = graph.materialize(up, step)
-            stream = combine_epoch(
-                stream, f"{step.step_id}.local", step, Pipeline(), None, check=True
-            )
-            stream = combine_epoch(
-                stream, step.step_id, step, Exchange(route_by_key), self._state(step)
-            )
-        elif op in ("reduce_epoch", "reduce_epoch_local"):
-            stream = graph.materialize(up, step)
-            pact: Pact = Exchange(route_by_key) if op == "reduce_epoch" else Pipeline()
-            stream = combine_epoch(stream, step.step_id, step, pact, self._state(step), check=True)
+        if op in ("reduce_epoch", "reduce_epoch_local"):
+            # Folded on the sending worker first, with the steps before it: one item
+            # per key and epoch leaves it (timelypy.flow.steps.reduce_epoch).
+            stream = reduce_epoch(graph, step, self.worker.peers, self._state(step))
         elif op in KEYED:
             graph.extend(up, step, keyed_check(step), f"{step.step_id}.checked")
             stream = graph.materialize(f"{step.step_id}.checked", step)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import add, itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zlib import crc32
 
 from timelypy.dataflow.capability import Capability
@@ -34,8 +34,21 @@ from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutpu
 from timelypy.dataflow.notificator import EagerNotificator
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import FlowError, StateKeyError, StepError
+from timelypy.flow import _batch
+from timelypy.flow._batch import BatchRefused
+from timelypy.flow._fused import (
+    FOLD_CHECK,
+    FOLD_UNPACK,
+    FusedRun,
+    PerItem,
+    per_item,
+    runs,
+)
 from timelypy.flow.dataflow import Step
 from timelypy.flow.state import StepState
+
+if TYPE_CHECKING:
+    from timelypy.flow._graph import GraphBuilder
 
 __all__ = [
     "BatchFn",
@@ -44,6 +57,8 @@ __all__ = [
     "keyed_check",
     "route_by_key",
     "combine_epoch",
+    "reduce_epoch",
+    "take_chain",
     "keyed_step",
     "output_sink",
 ]
@@ -62,18 +77,21 @@ def _noted(exc: BaseException, step_id: str, operator: str, what: str) -> None:
 
 
 def batch_function(step: Step) -> BatchFn:
-    """The batch function of a stateless step."""
+    """The batch function of a stateless step.
+
+    Per-item steps (``map``, ``flat_map``, ``filter``, ``filter_map``) give
+    a :class:`~timelypy.flow._fused.PerItem`, which a fused chain compiles
+    together with its neighbours (:mod:`timelypy.flow._fused`).
+    """
     op = step.operator
     func = step.logic[0] if step.logic else None
     assert func is not None
-    if op == "map":
-        return lambda epoch, items: list(map(func, items))
-    if op == "flat_map":
-        return lambda epoch, items: [out for item in items for out in func(item)]
-    if op == "filter":
-        return lambda epoch, items: list(filter(func, items))
-    if op == "filter_map":
-        return lambda epoch, items: [out for out in map(func, items) if out is not None]
+    if op in ("map", "flat_map", "filter", "filter_map"):
+        return per_item(op, func)
+    if op == "map_batch":
+        return _batch.map_batch(func)
+    if op == "flat_map_batch":
+        return _batch.flat_map_batch(func)
     if op == "inspect":
 
         def inspect(epoch: int, items: list[Any]) -> list[Any]:
@@ -143,42 +161,6 @@ def _refusal(step: Step, epoch: int, items: list[Any]) -> StateKeyError | None:
     )
 
 
-def _checked(step: Step, fold: Fold) -> Fold:
-    """``fold`` that first refuses a batch holding an item that is not ``(str, value)``.
-
-    What :func:`keyed_check` refuses, for two passes in C instead of three
-    (about 23 ns an item rather than 37): the tuples' types, then their
-    first elements' (an empty tuple stops that pass with an ``IndexError``).
-    A tuple of another length fails the fold's own ``for key, value``
-    unpacking; the fold's error is then replaced by the check's, so the
-    same item is named either way.  (Items are folded into the epoch's
-    accumulator up to the bad one, but the error stops the dataflow.)
-    """
-
-    def checked(epoch: int, acc: dict[str, Any], items: list[Any]) -> None:
-        n = len(items)
-        try:
-            good = (
-                list(map(type, items)).count(tuple) == n
-                and list(map(type, map(_first, items))).count(str) == n
-            )
-        except IndexError:
-            good = False
-        if not good:
-            error = _refusal(step, epoch, items)
-            if error is not None:
-                raise error
-        try:
-            fold(epoch, acc, items)
-        except Exception:
-            error = _refusal(step, epoch, items)
-            if error is not None:
-                raise error from None
-            raise
-
-    return checked
-
-
 def route_by_key(item: tuple[str, Any]) -> int:
     """The stable hash of an item's state key: CRC-32 of its UTF-8 bytes."""
     return crc32(item[0].encode("utf-8", "surrogatepass"))
@@ -192,11 +174,70 @@ def step_error(step_id: str, worker: int, epoch: Any, what: str, exc: BaseExcept
     )
 
 
+def _failure(step: Step | None, fn: Any, worker: int, epoch: int, exc: Exception) -> Exception:
+    """The error to raise for ``exc``, raised by ``fn`` of ``step`` at ``epoch``.
+
+    A refused return (:class:`~timelypy.flow._batch.BatchRefused`) becomes a
+    :class:`FlowError` naming the step, the worker and the epoch; in a
+    stream-graph step, a user function's exception becomes a
+    :class:`StepError` whose cause it is; in a chain step it stays itself,
+    with a note naming the step.  A :class:`StateKeyError` (already named)
+    stays as it is.
+    """
+    if isinstance(exc, BatchRefused):
+        where = "" if step is None else f"step {step.step_id!r} ({step.operator}) "
+        error = FlowError(f"{where}on worker {worker}, epoch {epoch}: {exc}")
+        error.__cause__ = None
+        error.__suppress_context__ = True
+        return error
+    if step is None or isinstance(exc, StateKeyError):
+        return exc
+    if step.form == "graph":
+        what = getattr(fn, "what", None) or getattr(step.options, "what", "your function")
+        failed = step_error(step.step_id, worker, epoch, str(what), exc)
+        failed.__cause__ = exc
+        return failed
+    _noted(exc, step.step_id, step.operator, f"your function raised at epoch {epoch}")
+    return exc
+
+
+def _compiled(chain: list[tuple[Step, BatchFn]], name: str) -> list[tuple[Step | FusedRun, Any]]:
+    """``chain`` with each run of per-item steps compiled into one function."""
+    out: list[tuple[Step | FusedRun, Any]] = []
+    for part in runs(chain):
+        if isinstance(part, list):
+            fused = FusedRun(part, name)
+            out.append((fused, fused.fn))
+        else:
+            out.append(part)
+    return out
+
+
+def _raise_from(
+    current: Step | FusedRun | None, fn: Any, worker: int, epoch: int, exc: Exception
+) -> None:
+    """Raise the error for ``exc`` raised by ``current`` (a step, or a fused run of them)."""
+    step: Step | None
+    if isinstance(current, FusedRun):
+        owner, _ = current.owner(exc)
+        step = owner if isinstance(owner, Step) else current.steps[0]
+        fn = None
+    else:
+        step = current
+    error = _failure(step, fn, worker, epoch, exc)
+    if error is exc:
+        raise exc
+    raise error
+
+
 def stateless_chain(
     stream: Stream[Any], name: str, steps: list[tuple[Step, BatchFn]]
 ) -> Stream[Any]:
-    """One operator applying each ``(step, fn)`` in turn to every batch."""
-    chain = list(steps)
+    """One operator applying each ``(step, fn)`` in turn to every batch.
+
+    Each run of per-item steps is one comprehension (:mod:`timelypy.flow._fused`).
+    """
+    chain = _compiled(list(steps), name)
 
     def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         worker = info.worker_index
@@ -204,31 +245,60 @@ def stateless_chain(
         def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
             for cap, items in inp:
                 epoch = cap.time
-                current = None
+                current = fn = None
                 try:
                     for current, fn in chain:  # noqa: B007 - read in the handler
                         items = fn(epoch, items)
                         if not items:
                             break
                 except Exception as exc:
-                    step = current
-                    if step is not None and not isinstance(exc, StateKeyError):
-                        if step.form == "graph":
-                            what = getattr(step.options, "what", "your function")
-                            raise step_error(step.step_id, worker, epoch, what, exc) from exc
-                        _noted(
-                            exc,
-                            step.step_id,
-                            step.operator,
-                            f"your function raised at epoch {epoch}",
-                        )
-                    raise
+                    _raise_from(current, fn, worker, epoch, exc)
                 if items:
                     out.give_batch(cap, items)
 
         return logic
 
     return stream.unary(Pipeline(), name, constructor)
+
+
+def take_chain(
+    graph: GraphBuilder, stream_id: str, step: Step
+) -> tuple[Stream[Any], list[tuple[Step, BatchFn]]]:
+    """The stream ``step`` reads and the stateless steps still to apply to it.
+
+    When ``step`` is the stream's only reader, the chain is handed over for
+    ``step``'s own operator to run (a fold consumes it item by item);
+    otherwise the stream is built as usual, with nothing left to apply.
+    """
+    if graph.flow.consumers(stream_id) == 1:
+        lazy = graph.lazy(stream_id, step)
+        return lazy.base, list(lazy.chain)
+    return graph.materialize(stream_id, step), []
+
+
+def reduce_epoch(graph: GraphBuilder, step: Step, peers: int, state: StepState) -> Stream[Any]:
+    """The operators of a chain ``reduce_epoch`` or ``reduce_epoch_local`` step.
+
+    The first fold, on the worker the items are made on, takes the
+    stateless steps before it and folds what they make as it is made
+    (:class:`~timelypy.flow._fused.FusedRun`), or folds the
+    ``pre_aggregate``'s partial results of each batch; with several
+    workers, ``reduce_epoch`` then sends one ``(key, acc)`` per key and
+    epoch to the key's worker, which folds those.
+    """
+    stream, prelude = take_chain(graph, step.ups[0], step)
+    check = True
+    if len(step.logic) > 1:  # a pre_aggregate: (key, partial) pairs, checked per batch
+        prepare = _batch.pre_aggregate(step.logic[1], step.step_id, step.operator)
+        prelude = [*prelude, (step, prepare)]
+        check = False
+    name = "+".join([*(part.step_id for part, _ in prelude if part is not step), step.step_id])
+    if step.operator == "reduce_epoch" and peers > 1:
+        stream = combine_epoch(
+            stream, f"{name}.local", step, Pipeline(), None, check=check, prelude=prelude
+        )
+        return combine_epoch(stream, step.step_id, step, Exchange(route_by_key), state)
+    return combine_epoch(stream, name, step, Pipeline(), state, check=check, prelude=prelude)
 
 
 def _fold(step: Step, reducer: Callable[[Any, Any], Any]) -> Fold:
@@ -284,6 +354,15 @@ def _fold(step: Step, reducer: Callable[[Any, Any], Any]) -> Fold:
     return fold
 
 
+def _refuser(step: Step) -> Callable[[int, Any], None]:
+    def refuse(epoch: int, item: Any) -> None:
+        error = _refusal(step, epoch, [item])
+        assert error is not None
+        raise error
+
+    return refuse
+
+
 def combine_epoch(
     stream: Stream[Any],
     name: str,
@@ -291,23 +370,50 @@ def combine_epoch(
     pact: Pact,
     state: StepState | None,
     check: bool = False,
+    prelude: list[tuple[Step, BatchFn]] | None = None,
 ) -> Stream[Any]:
     """Fold ``(key, value)`` items per epoch and key; emit ``(key, acc)`` as each epoch closes.
 
     Epochs close in order; within one, nothing is emitted before it closes,
     so the fold order does not matter (the reducer is commutative and
     associative).  ``state``, when given, sees each epoch close.  With
-    ``check`` every batch is checked as :func:`keyed_check` would, as it is
+    ``check`` every item is checked as :func:`keyed_check` would, as it is
     folded (for the first fold of a ``reduce_epoch``, whose items come
-    straight from the user's steps).
+    straight from the user's steps): that it is a tuple, and that a key
+    new to the epoch's accumulator is a ``str``.
+
+    ``prelude`` (``Pipeline`` only) holds stateless steps to apply to each
+    batch first; a run of per-item steps at its end is compiled with the
+    fold into one loop (:class:`~timelypy.flow._fused.FusedRun`), so the
+    pairs it makes are folded as they are made.
     """
     reducer = step.logic[0]
-    fold = _fold(step, reducer)
-    if check:
-        fold = _checked(step, fold)
+    before = list(prelude or [])
+    fused_members: list[tuple[Step, PerItem]] = []
+    while before and isinstance(before[-1][1], PerItem):
+        fused_members.insert(0, before.pop())  # type: ignore[arg-type]
+    if not check:
+        before += fused_members
+    chain = _compiled(before, name)
 
     def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         pending: dict[int, tuple[Capability, dict[str, Any]]] = {}
+        worker = info.worker_index
+        if check:
+            fold = checked_fold(step, reducer, fused_members, name, worker)
+        else:
+            fold = _fold(step, reducer)
+
+        def fold_batch(epoch: int, acc: dict[str, Any], items: list[Any]) -> None:
+            current = fn = None
+            try:
+                for current, fn in chain:  # noqa: B007 - read in the handler
+                    items = fn(epoch, items)
+                    if not items:
+                        return
+            except Exception as exc:
+                _raise_from(current, fn, worker, epoch, exc)
+            fold(epoch, acc, items)
 
         def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
             for cap, items in inp:
@@ -315,7 +421,7 @@ def combine_epoch(
                 entry = pending.get(epoch)
                 if entry is None:
                     entry = pending[epoch] = (cap.retain(), {})
-                fold(epoch, entry[1], items)
+                fold_batch(epoch, entry[1], items)
             if pending:
                 frontier = inp.frontier
                 for epoch in sorted(pending):
@@ -331,6 +437,54 @@ def combine_epoch(
         return logic
 
     return stream.unary_frontier(pact, name, constructor)
+
+
+def checked_fold(
+    step: Step,
+    reducer: Callable[[Any, Any], Any],
+    members: list[tuple[Step, PerItem]] | None = None,
+    name: str | None = None,
+    worker: int = 0,
+) -> Fold:
+    """The first fold of keyed ``step``, checking each item as it folds it.
+
+    ``members`` (per-item steps before the fold) are compiled with it into
+    one loop (:class:`~timelypy.flow._fused.FusedRun`).  An item that is
+    not a ``(str, value)`` 2-tuple is refused with the
+    :class:`StateKeyError` :func:`keyed_check` gives for it; an error of a
+    member names that member, one of the reducer the key and the epoch.
+    Items before the bad one are folded into the accumulator, but the
+    error stops the dataflow.
+    """
+    fused = FusedRun(
+        list(members or []), name or step.step_id, fold=(step, reducer, _refuser(step))
+    )
+    run = fused.fn
+
+    def fold(epoch: int, acc: dict[str, Any], items: list[Any]) -> None:
+        try:
+            run(epoch, acc, items)
+        except Exception as exc:
+            _raise_fused(fused, step, worker, epoch, exc)
+
+    return fold
+
+
+def _raise_fused(fused: FusedRun, step: Step, worker: int, epoch: int, exc: Exception) -> None:
+    """Raise the error for ``exc`` raised in the fused fold of keyed ``step``."""
+    owner, local = fused.owner(exc)
+    if isinstance(owner, Step):
+        _raise_from(owner, None, worker, epoch, exc)
+    if isinstance(exc, StateKeyError) or owner == FOLD_CHECK:
+        raise exc
+    if owner == FOLD_UNPACK:
+        error = _refusal(step, epoch, [local.get(fused.item_name)])
+        if error is not None:
+            raise error from None
+        raise exc
+    key = local.get("key")
+    _noted(exc, step.step_id, step.operator, f"the reducer raised on key {key!r} at epoch {epoch}")
+    raise exc
 
 
 def keyed_step(stream: Stream[Any], step: Step, state: StepState) -> Stream[Any]:
