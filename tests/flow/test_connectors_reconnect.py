@@ -9,6 +9,7 @@ step, the partition and the server, once the bounded retries are spent.
 from __future__ import annotations
 
 import datetime
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -252,3 +253,128 @@ def test_redis_source_fails_naming_step_partition_and_server_when_it_stays_down(
         outage.check()
         assert outage.stopped_at is not None
         print(f"failed {time.monotonic() - outage.stopped_at:.1f}s after the server went")
+
+
+# -- sinks reconnect without blocking their worker ----------------------------------------------
+
+
+class Attempts(logging.Handler):
+    """Counts the failed attempts to reach a server that sink partitions log (``_retry``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.failed = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("output step"):
+            self.failed += 1
+
+
+def _wait(until: Callable[[], bool], what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not until():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+class WhileAway(threading.Thread):
+    """Stop the server once ``ready()``; start it again once the worker has shown it runs on.
+
+    Once the sink has failed twice to reach the server (two attempts, so the
+    engine activated the sink again), the second output must receive
+    ``items`` more items before the server comes back: a worker that blocked
+    in the sink's reconnect would run no other step.  Every wait is bounded;
+    the server comes back even when they run out (the error says why).
+    """
+
+    def __init__(self, server: Any, ready: Callable[[], bool], seen: list[Any], items: int):
+        super().__init__(daemon=True)
+        self.server, self.ready, self.seen, self.items = server, ready, seen, items
+        self.attempts = Attempts()
+        #: items the second output received between the sink's first failed attempt and the
+        #: server's return, and the sink's failed attempts by then
+        self.during: int | None = None
+        self.failed_then = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        stopped = False
+        try:
+            _wait(self.ready, "the flow never got far enough")
+            getattr(self.server, "kill", self.server.stop)()
+            stopped = True
+            _wait(lambda: self.attempts.failed >= 1, "the sink never noticed the server went")
+            mark = len(self.seen)
+            _wait(
+                lambda: self.attempts.failed >= 2 and len(self.seen) >= mark + self.items,
+                "the worker ran no other step while the sink reconnected",
+            )
+            self.during, self.failed_then = len(self.seen) - mark, self.attempts.failed
+        except BaseException as exc:  # reported by check()
+            self.error = exc
+        finally:
+            if stopped:
+                self.server.start()
+
+    def __enter__(self) -> WhileAway:
+        logging.getLogger("timelypy.flow.connectors").addHandler(self.attempts)
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger("timelypy.flow.connectors").removeHandler(self.attempts)
+
+    def check(self) -> None:
+        self.join(120)
+        assert not self.is_alive() and self.error is None, self.error
+        assert self.during is not None and self.during >= self.items
+        print(
+            f"the second output received {self.during} items while the sink failed "
+            f"{self.failed_then} attempts to reach its server"
+        )
+
+
+def _two_outputs(name: str, count: int, sink: Any, seen: list[Any]) -> Dataflow:
+    """Ticks into ``sink`` (as rows/entries ``{"n": i}``) and, beside it, into ``seen``."""
+    flow = Dataflow(name)
+    ticks = op.input("ticks", flow, Ticks(count, 0.004))
+    values = op.map("value", ticks, lambda kv: (kv[0], {"n": kv[1]}))
+    op.output("out", values, sink)
+    op.output("beside", op.map("n", ticks, lambda kv: kv[1]), TestingSink(seen))
+    return flow
+
+
+@pytest.mark.timeout(300)
+def test_a_postgres_sink_waiting_for_its_server_leaves_the_worker_to_its_other_steps():
+    from timelypy.flow.connectors.postgres import PostgresSink
+
+    with postgres_server() as server:
+        dsn = server.dsn
+        _sql(dsn, "CREATE TABLE waited (n int)")
+        seen: list[int] = []
+        # a budget far longer than the test: only a worker that runs on brings the server back
+        sink = PostgresSink(dsn, "waited", partitions=2, connect_attempts=40, retry_seconds=0.05)
+        with WhileAway(server, lambda: _count(dsn, "waited") >= 60, seen, 25) as away:
+            run_main(_two_outputs("pg_wait", 600, sink, seen), epoch_interval=EPOCH)
+        away.check()
+        assert sorted(seen) == list(range(600))
+        rows = sorted(n for (n,) in _sql(dsn, "SELECT n FROM waited"))
+        assert rows == list(range(600))  # none lost, none twice
+
+
+@pytest.mark.timeout(300)
+def test_a_redis_sink_waiting_for_its_server_leaves_the_worker_to_its_other_steps():
+    redis_py = pytest.importorskip("redis")
+    from timelypy.flow.connectors.redis_streams import RedisStreamSink
+
+    with redis_server(persistent=True) as server:
+        client = redis_py.Redis(**server.address, decode_responses=True, socket_timeout=5)
+        seen: list[int] = []
+        keys = ["w:0", "w:1"]
+        sink = RedisStreamSink(server.address, keys, connect_attempts=40, retry_seconds=0.05)
+        with WhileAway(server, lambda: _xlen(client, *keys) >= 60, seen, 25) as away:
+            run_main(_two_outputs("redis_wait", 600, sink, seen), epoch_interval=EPOCH)
+        away.check()
+        assert sorted(seen) == list(range(600))
+        got = sorted(int(f["n"]) for key in keys for _, f in client.xrange(key))
+        assert got == list(range(600))  # none lost, none twice

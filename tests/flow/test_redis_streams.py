@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import timelypy.flow.operators as op
-from timelypy.errors import FlowError
+from timelypy.errors import StepError
 from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.recovery import RecoveryConfig
 from timelypy.flow.testing import TestingSink, TestingSource, run_main
@@ -114,7 +114,7 @@ def test_appends_are_exactly_once_across_aborts(server, tmp_path):
     got = [int(f["v"]) for key in ("out:a", "out:b") for _, f in r.xrange(key)]
     assert sorted(got) == list(range(60))
     pattern = r"'nowhere\.out' \(partition 's'\).*127\.0\.0\.1:1 after 2"
-    with pytest.raises(FlowError, match=pattern):
+    with pytest.raises(StepError, match=pattern):  # tried when the first epoch closes
         flow = Dataflow("nowhere")
         sink = RedisStreamSink(
             {"host": "127.0.0.1", "port": 1}, ["s"], connect_attempts=2, retry_seconds=0.01

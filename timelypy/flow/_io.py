@@ -9,6 +9,14 @@ of the :class:`EpochTicker`, which moves with the system clock, the same on
 every worker.  :func:`dynamic_sink` and :func:`partitioned_sink` add the
 runtime operators that write to sinks; a partitioned sink writes in epoch
 order and snapshots the partitions it wrote to when an epoch closes.
+
+A partition whose ``snapshot()`` raises
+:class:`~timelypy.flow.sinks.StatefulSinkPartition.Retry` (its server is
+away) does not block the worker: the sink's operator keeps the epoch's
+capability, so neither its progress nor the recovery store's frontier
+passes the epoch, queues the items of later epochs, and asks the partition
+again after its pause (the worker's ``activate_after``); the partition
+bounds its attempts and then raises the error that ends the run.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from timelypy.dataflow.notificator import EagerNotificator
 from timelypy.dataflow.scope import Scope
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import FlowError, StepError
-from timelypy.flow.sinks import DynamicSink, FixedPartitionedSink
+from timelypy.flow.sinks import DynamicSink, FixedPartitionedSink, StatefulSinkPartition
 from timelypy.flow.sources import AbortExecution
 
 __all__ = [
@@ -226,6 +234,10 @@ class SourceReader:
             log.warning("closing %s raised", self._where(), exc_info=True)
 
 
+class _Stalled(Exception):
+    """A partition asked to be snapshotted again later: leave the activation, epoch held."""
+
+
 def _write_error(step_id: str, worker: int, epoch: Any, exc: Exception) -> StepError:
     return StepError(
         f"output step {step_id!r} on worker {worker}, epoch {epoch}: the sink's write_batch "
@@ -295,50 +307,77 @@ def partitioned_sink(
     def constructor(cap: Capability, info: OperatorInfo) -> Callable[..., None]:
         eager = EagerNotificator()
         touched: dict[int, set[str]] = {}
+        # an epoch whose close waits for a partition's Retry: [its capability (owned),
+        # the partitions still to snapshot, the states so far, when to ask again]
+        stalled: list[Any] = []
+
+        def write(epoch_cap: Capability, items: list[Any]) -> None:
+            epoch = epoch_cap.time
+            check(epoch, items)
+            by_part: dict[str, list[Any]] = {}
+            if count == 1:
+                by_part[parts[0]] = [value for _, value in items]
+            else:
+                for key, value in items:
+                    part = parts[part_fn(key) % count]
+                    values = by_part.get(part)
+                    if values is None:
+                        values = by_part[part] = []
+                    values.append(value)
+            for part, values in by_part.items():
+                try:
+                    writers[part].write_batch(values)
+                except Exception as exc:
+                    raise _write_error(step_id, worker_index, epoch, exc) from exc
+            touched.setdefault(epoch, set()).update(by_part)
+
+        def close(epoch_cap: Capability) -> None:
+            # The partitions written in the epoch see it close, through their
+            # snapshot(), with recovery or without: it is where a sink commits.
+            names = touched.pop(epoch_cap.time, None)
+            if names:
+                finish(epoch_cap, sorted(names), [])
+
+        def finish(epoch_cap: Capability, names: list[str], states: list[tuple[str, Any]]) -> None:
+            """Snapshot ``names`` in turn; a Retry keeps the epoch open (raises _Stalled)."""
+            epoch = epoch_cap.time
+            while names:
+                part = names[0]
+                try:
+                    states.append((part, writers[part].snapshot()))
+                except StatefulSinkPartition.Retry as retry:
+                    delay = max(0.0, retry.timeout.total_seconds())
+                    if not stalled:
+                        stalled[:] = [epoch_cap.retain(), names, states, 0.0]
+                    stalled[3] = time.monotonic() + delay
+                    info.activate_after(delay)
+                    raise _Stalled() from None
+                except Exception as exc:
+                    raise StepError(
+                        f"output step {step_id!r} on worker {worker_index}, epoch {epoch}: "
+                        f"partition {part!r}'s snapshot() raised {type(exc).__name__}: {exc}"
+                    ) from exc
+                del names[0]
+            if snapshots is not None:
+                snapshots(epoch, states)
+            if stalled:  # durable at last: the epoch may complete
+                held = stalled[0]
+                stalled.clear()
+                held.drop()
 
         def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
-            def write(epoch_cap: Capability, items: list[Any]) -> None:
-                epoch = epoch_cap.time
-                check(epoch, items)
-                by_part: dict[str, list[Any]] = {}
-                if count == 1:
-                    by_part[parts[0]] = [value for _, value in items]
-                else:
-                    for key, value in items:
-                        part = parts[part_fn(key) % count]
-                        values = by_part.get(part)
-                        if values is None:
-                            values = by_part[part] = []
-                        values.append(value)
-                for part, values in by_part.items():
-                    try:
-                        writers[part].write_batch(values)
-                    except Exception as exc:
-                        raise _write_error(step_id, worker_index, epoch, exc) from exc
-                touched.setdefault(epoch, set()).update(by_part)
-
-            def close(epoch_cap: Capability) -> None:
-                # The partitions written in the epoch see it close, through their
-                # snapshot(), with recovery or without: it is where a sink commits.
-                epoch = epoch_cap.time
-                names = touched.pop(epoch, None)
-                if not names:
-                    return
-                states = []
-                for part in sorted(names):
-                    try:
-                        states.append((part, writers[part].snapshot()))
-                    except Exception as exc:
-                        raise StepError(
-                            f"output step {step_id!r} on worker {worker_index}, epoch {epoch}: "
-                            f"partition {part!r}'s snapshot() raised {type(exc).__name__}: {exc}"
-                        ) from exc
-                if snapshots is not None:
-                    snapshots(epoch, states)
-
             for item_cap, items in inp:
                 eager.notify_at(item_cap.retain(), items)
-            eager.for_each([inp.frontier], write, close)
+            try:
+                if stalled:
+                    # later epochs wait (queued, their capabilities held) until this one is
+                    # durable; an activation before the partition's pause is over only queues
+                    if time.monotonic() < stalled[3]:
+                        return
+                    finish(*stalled[:3])
+                eager.for_each([inp.frontier], write, close)
+            except _Stalled:
+                return
 
         return logic
 

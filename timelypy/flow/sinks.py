@@ -7,7 +7,11 @@
   writes each partition's items in epoch order, asks it for its
   ``snapshot()`` when an epoch closes, and hands the latest one back to
   :meth:`FixedPartitionedSink.build_part` on resume, so a sink can tell
-  what a failed execution had already written;
+  what a failed execution had already written.  A partition that cannot
+  make an epoch durable yet (its server is away) raises
+  :class:`StatefulSinkPartition.Retry` from ``snapshot()``: the engine
+  keeps the epoch open, returns to the worker's other steps and asks again
+  after the partition's pause;
 * :class:`DynamicSink` -- one :class:`StatelessSinkPartition` per worker,
   writing whatever items reach that worker.
 
@@ -23,6 +27,7 @@
 from __future__ import annotations
 
 import abc
+import datetime
 from typing import Generic, TypeVar
 from zlib import adler32
 
@@ -48,13 +53,37 @@ class Sink(Generic[X_contra]):
 class StatefulSinkPartition(abc.ABC, Generic[V, S]):
     """One partition of a :class:`FixedPartitionedSink`, written by its primary worker."""
 
+    class Retry(Exception):
+        """Raised by :meth:`snapshot`: the epoch is not durable yet; ask again after ``timeout``.
+
+        The engine then holds the epoch open (no progress, and no snapshot
+        in the recovery store, past it), calls nothing else of the partition
+        -- no ``write_batch`` of a later epoch -- and returns to the worker's
+        other steps; after ``timeout`` it calls ``snapshot()`` again.  The
+        partition keeps what it needs to write the epoch again, and bounds
+        its own attempts: its last one raises the error instead.
+        """
+
+        def __init__(self, timeout: datetime.timedelta, reason: str = "") -> None:
+            super().__init__(reason or f"retry after {timeout.total_seconds():g}s")
+            self.timeout = timeout
+
     @abc.abstractmethod
     def write_batch(self, values: list[V]) -> None:
-        """Write ``values`` (in epoch order; within an epoch, in arrival order)."""
+        """Write ``values`` (in epoch order; within an epoch, in arrival order).
+
+        A partition that loses its server here keeps the values and writes
+        them when the epoch closes (in :meth:`snapshot`): ``write_batch``
+        may not raise :class:`Retry`.
+        """
 
     @abc.abstractmethod
     def snapshot(self) -> S:
-        """What was written so far, for ``build_part`` to resume from (picklable)."""
+        """The epoch closed: make its writes durable; what to resume from (picklable).
+
+        Raise :class:`Retry` to be asked again later without blocking the
+        worker (see there).
+        """
 
     def close(self) -> None:
         """Flush and release (called when the run ends or stops)."""

@@ -7,10 +7,14 @@ allowed one raises a :class:`~timelypy.errors.FlowError` that names the
 step, the partition and the server's address, so a long outage ends the
 execution (a run with recovery resumes later) instead of hanging it.
 
-Sources never sleep: their partitions return an empty batch and ask to be
-called again after the pause (``next_awake``), so a worker keeps running
-its other steps.  A sink cannot close an epoch before its rows are
-written, so :meth:`Backoff.sleep` sleeps there, at most the whole budget.
+Neither sources nor sinks sleep, so a worker keeps running its other
+steps during an outage: a source partition returns an empty batch and asks
+to be called again after the pause (``next_awake``); a sink partition
+whose epoch cannot be written raises the :class:`Retry
+<timelypy.flow.sinks.StatefulSinkPartition.Retry>` of :meth:`Backoff.retry`
+from ``snapshot()``, and the engine holds the epoch open and asks again
+after the pause.  One attempt blocks at most the client's connect or
+socket timeout (a refused connection fails at once).
 """
 
 from __future__ import annotations
@@ -18,10 +22,15 @@ from __future__ import annotations
 import datetime
 import logging
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from timelypy.errors import FlowError
+from timelypy.flow.sinks import StatefulSinkPartition
 
-__all__ = ["Backoff", "MAX_PAUSE"]
+__all__ = ["Backoff", "MAX_PAUSE", "snapshot_when_closing"]
+
+S = TypeVar("S")
 
 #: The longest pause between two attempts, in seconds.
 MAX_PAUSE = 4.0
@@ -77,10 +86,32 @@ class Backoff:
         )
         return pause
 
-    def sleep(self, exc: BaseException) -> None:
-        """Count a failed attempt and sleep until the next one (sinks only; see the module)."""
-        time.sleep(self.failed(exc))
+    def retry(self, exc: BaseException) -> StatefulSinkPartition.Retry:
+        """Count a failed attempt; what a sink partition's ``snapshot()`` raises to be asked again.
+
+        >>> backoff = Backoff(2, 0.25, "step 'f.out' (partition 'p')", "Redis at h:1")
+        >>> backoff.retry(OSError("refused")).timeout.total_seconds()
+        0.25
+        """
+        pause = self.failed(exc)
+        reason = f"{self.what}: {self.address} unreachable, attempt {self.failures + 1} next"
+        return StatefulSinkPartition.Retry(datetime.timedelta(seconds=pause), reason)
 
     def awake_after(self, exc: BaseException) -> datetime.datetime:
         """Count a failed attempt; when a source partition should try again."""
         return datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=self.failed(exc))
+
+
+def snapshot_when_closing(snapshot: Callable[[], S]) -> S:
+    """``snapshot()`` until it stops raising ``Retry``, sleeping its pauses: for ``close()`` only.
+
+    A sink partition's ``close()`` at the end of a run may still have work
+    that no epoch's close took (rolling back what a failed execution wrote,
+    when the partition got no rows): the worker has finished its steps, so
+    it waits there, as long as the partition's bounded attempts allow.
+    """
+    while True:
+        try:
+            return snapshot()
+        except StatefulSinkPartition.Retry as retry:
+            time.sleep(retry.timeout.total_seconds())

@@ -30,10 +30,13 @@ Exactly once, in both of the sink's modes:
 execution started (a resume deletes them all: none is needed again).
 
 A lost connection is retried ``connect_attempts`` times, the pause
-doubling from ``retry_seconds`` (``_retry``): a source partition waits
-without blocking its worker; a sink partition redoes the epoch it was
-writing (after checking in :data:`EPOCHS_TABLE` whether its commit went
-through).  Then the error names the step, the partition and the server.
+doubling from ``retry_seconds`` (``_retry``), without blocking the worker:
+a source partition returns nothing until the pause is over; a sink
+partition keeps the epoch's rows, its epoch is held open by the engine
+(``StatefulSinkPartition.Retry``), and it redoes the epoch on a new
+connection after the pause (after checking in :data:`EPOCHS_TABLE`
+whether its commit went through).  Then the error names the step, the
+partition and the server.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from typing import Any
 from zlib import adler32
 
 from timelypy.errors import FlowError
-from timelypy.flow.connectors._retry import Backoff, log
+from timelypy.flow.connectors._retry import Backoff, log, snapshot_when_closing
 from timelypy.flow.sinks import FixedPartitionedSink, StatefulSinkPartition
 from timelypy.flow.sources import FixedPartitionedSource, StatefulSourcePartition
 
@@ -242,26 +245,38 @@ class _Writer(StatefulSinkPartition[dict[str, Any], int]):
         self._copying: Any = None
         #: the number of the last epoch committed (this partition's own count)
         self._done = resume or 0
-        self._run(self._roll_back)
+        #: an attempt was lost after its statements were sent: its COMMIT may have gone through
+        self._unsure = False
+        #: whether what a failed execution committed after the snapshot is deleted yet
+        self._rolled_back = False
+        try:
+            self._attempt(self._roll_back)
+            self._rolled_back = True
+        except StatefulSinkPartition.Retry:
+            pass  # the server is away: the first epoch's close (or close()) rolls back
 
     # -- connection and transactions ---------------------------------------------------------
 
-    def _run(self, action: Callable[[Any, bool], None]) -> None:
-        """``action(conn, again)`` then ``COMMIT``, redone on a new connection if one is lost."""
+    def _attempt(self, action: Callable[[Any, bool], None]) -> None:
+        """``action(conn, unsure)`` then ``COMMIT``, once; a lost connection raises ``Retry``.
+
+        The ``Retry`` (``_retry``) asks the engine to call :meth:`snapshot`
+        again after the pause, on a new connection, without blocking the
+        worker; the attempt after the last allowed one raises the error
+        that names the step, the partition and the server.
+        """
         psycopg = _psycopg()
-        again = False
-        while True:
-            try:
-                if self._conn is None:
-                    self._conn = psycopg.connect(self._sink.dsn, connect_timeout=CONNECT_TIMEOUT)
-                action(self._conn, again)
-                self._conn.commit()
-                self._backoff.reached()
-                return
-            except psycopg.Error as exc:
-                self._check_lost(exc)
-                self._backoff.sleep(exc)  # the error once the budget is spent
-                again = True
+        try:
+            if self._conn is None:
+                self._conn = psycopg.connect(self._sink.dsn, connect_timeout=CONNECT_TIMEOUT)
+            action(self._conn, self._unsure)
+            self._conn.commit()
+        except psycopg.Error as exc:
+            self._check_lost(exc)
+            self._unsure = True
+            raise self._backoff.retry(exc) from None
+        self._unsure = False
+        self._backoff.reached()
 
     def _check_lost(self, exc: BaseException) -> None:
         """Forget a lost connection (its epoch is redone); raise what the server refused."""
@@ -459,7 +474,7 @@ class _Writer(StatefulSinkPartition[dict[str, Any], int]):
         sql = _psycopg().sql
         epochs = _ident(EPOCHS_TABLE)
         seq = self._done + 1
-        if again:  # the connection was lost: perhaps during the COMMIT, which then went through
+        if again:  # a connection was lost: perhaps during the COMMIT, which then went through
             found = conn.execute(
                 sql.SQL("SELECT 1 FROM {} WHERE sink = %s AND part = %s AND seq = %s").format(
                     epochs
@@ -484,16 +499,22 @@ class _Writer(StatefulSinkPartition[dict[str, Any], int]):
         )
 
     def snapshot(self) -> int:
-        """The epoch closed: its rows and its number in one transaction (none without rows)."""
+        """The epoch closed: its rows and its number in one transaction (none without rows).
+
+        Raises ``Retry`` while the server is away (the rows are kept).
+        """
+        if not self._rolled_back:
+            self._attempt(self._roll_back)
+            self._rolled_back = True
         if self._rows:
-            self._run(self._commit)
+            self._attempt(self._commit)
             self._rows = []
             self._done += 1
         return self._done
 
     def close(self) -> None:
-        if self._rows:
-            self.snapshot()
+        if self._rows or not self._rolled_back:
+            snapshot_when_closing(self.snapshot)
         self._close()
 
 

@@ -19,10 +19,11 @@ connection from it.
   entry that a crash then takes back, as with a file.)
 
 A lost connection is retried ``connect_attempts`` times, the pause
-doubling from ``retry_seconds`` (``_retry``): a source partition waits
-without blocking its worker and reads on after the last entry it
-returned; a sink partition deletes what it appended in the epoch it was
-writing and appends the epoch's entries again.  Then the error names the
+doubling from ``retry_seconds`` (``_retry``), without blocking the worker:
+a source partition reads on after the last entry it returned; a sink
+partition keeps the epoch's entries, its epoch is held open by the engine
+(``StatefulSinkPartition.Retry``), and after the pause it deletes what it
+appended in the epoch and appends the epoch's entries again.  Then the error names the
 step, the partition and the server.  Across a restart of the server, the
 streams are only as durable as the server's persistence (``appendonly
 yes`` keeps every acknowledged entry).
@@ -35,7 +36,7 @@ from typing import Any
 from zlib import adler32
 
 from timelypy.errors import FlowError
-from timelypy.flow.connectors._retry import Backoff
+from timelypy.flow.connectors._retry import Backoff, snapshot_when_closing
 from timelypy.flow.sinks import FixedPartitionedSink, StatefulSinkPartition
 from timelypy.flow.sources import FixedPartitionedSource, StatefulSourcePartition
 
@@ -43,6 +44,8 @@ __all__ = ["RedisStreamSource", "RedisStreamSink"]
 
 #: Appends a sink partition queues before it sends them (one round trip each so many).
 PIPELINE_ENTRIES = 1000
+#: Seconds one connection attempt or command may take (unless ``client`` sets its own).
+SOCKET_TIMEOUT = 5.0
 #: Seconds a source partition with no new entries waits before asking again.
 POLL_SECONDS = 0.05
 
@@ -73,7 +76,12 @@ def _client(client: dict[str, Any] | str, decode: bool = True) -> Any:
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    once = {"retry": Retry(NoBackoff(), 0), "decode_responses": decode}
+    once = {
+        "retry": Retry(NoBackoff(), 0),
+        "decode_responses": decode,
+        "socket_timeout": SOCKET_TIMEOUT,
+        "socket_connect_timeout": SOCKET_TIMEOUT,
+    }
     if isinstance(client, str):
         return redis.Redis.from_url(client, **once)
     return redis.Redis(**{**once, **client})
@@ -208,34 +216,36 @@ class _Appender(StatefulSinkPartition[dict[str, Any], str]):
         self._last = self._closed
         #: the entries of the epoch being written
         self._epoch: list[dict[str, Any]] = []
-        self._redo()  # what a failed execution appended after the resume point goes
+        try:
+            self._redo()  # what a failed execution appended after the resume point goes
+        except StatefulSinkPartition.Retry:
+            pass  # the server is away: the first epoch's close (or close()) does it
 
     def _redo(self) -> None:
         """Delete what was appended after the last closed epoch; append the epoch's entries again.
 
-        Sleeps between attempts (``_retry``): an epoch cannot close before its
-        entries are in the stream.
+        One attempt: a lost server raises ``Retry`` (``_retry``), and the
+        engine, holding the epoch open, calls :meth:`snapshot` again after
+        the pause, without blocking the worker meanwhile.
         """
-        while True:
-            try:
-                conn = self._conn = _client(self._sink.client, decode=False)
-                after = conn.xrange(self._key, min=f"({self._closed}", max="+")
-                if after:
-                    conn.xdel(self._key, *[entry_id for entry_id, _ in after])
-                self._last = self._closed
-                self._pipe = conn.pipeline(transaction=False)
-                self._queued = 0
-                for start in range(0, len(self._epoch), PIPELINE_ENTRIES):
-                    chunk = self._epoch[start : start + PIPELINE_ENTRIES]
-                    for fields in chunk:
-                        self._pipe.xadd(self._key, fields)
-                    self._queued = len(chunk)
-                    self._send()
-                self._backoff.reached()
-                return
-            except _gone() as exc:
-                self._close()
-                self._backoff.sleep(exc)  # the error once the budget is spent
+        try:
+            conn = self._conn = _client(self._sink.client, decode=False)
+            after = conn.xrange(self._key, min=f"({self._closed}", max="+")
+            if after:
+                conn.xdel(self._key, *[entry_id for entry_id, _ in after])
+            self._last = self._closed
+            self._pipe = conn.pipeline(transaction=False)
+            self._queued = 0
+            for start in range(0, len(self._epoch), PIPELINE_ENTRIES):
+                chunk = self._epoch[start : start + PIPELINE_ENTRIES]
+                for fields in chunk:
+                    self._pipe.xadd(self._key, fields)
+                self._queued = len(chunk)
+                self._send()
+        except _gone() as exc:
+            self._close()
+            raise self._backoff.retry(exc) from None  # the error once the budget is spent
+        self._backoff.reached()
 
     def write_batch(self, values: list[dict[str, Any]]) -> None:
         for fields in values:
@@ -265,6 +275,7 @@ class _Appender(StatefulSinkPartition[dict[str, Any], str]):
                 self._last = ids[-1].decode()
 
     def snapshot(self) -> str:
+        """The epoch's entries are all in the stream: the ID of its last; ``Retry`` if away."""
         try:
             if self._pipe is not None:
                 self._send()
@@ -282,7 +293,7 @@ class _Appender(StatefulSinkPartition[dict[str, Any], str]):
             conn.close()
 
     def close(self) -> None:
-        self.snapshot()
+        snapshot_when_closing(self.snapshot)
         self._close()
 
 
