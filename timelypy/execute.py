@@ -49,7 +49,7 @@ from timelypy.errors import ClusterError, ConfigError, WorkerAborted
 from timelypy.progress.explain import summarize
 from timelypy.worker import Worker
 
-__all__ = ["execute", "initialize_from", "execute_from_args", "example", "run_worker"]
+__all__ = ["execute", "initialize_from", "execute_from_args", "example"]
 
 R = TypeVar("R")
 

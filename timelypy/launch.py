@@ -53,12 +53,7 @@ from timelypy.communication.config import Config, free_ports
 from timelypy.communication.secret import SECRET_ENV, SECRET_FILE_ENV
 from timelypy.errors import ConfigError
 
-__all__ = [
-    "main",
-    "parser",
-    "parse_launch_args",
-    "LaunchOptions",
-]
+__all__: list[str] = []  # a command line (python -m timelypy.launch); its functions are its own
 
 #: Seconds the other processes get to stop by themselves after one fails.
 GRACE_SECONDS = 10.0

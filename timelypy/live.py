@@ -32,7 +32,7 @@ from timelypy.dataflow.probe import ProbeHandle
 from timelypy.progress.metrics import progress_summary
 from timelypy.worker import Worker
 
-__all__ = ["ProgressLine", "show_progress", "format_rate", "Rates"]
+__all__ = ["ProgressLine", "show_progress"]
 
 _lock = threading.Lock()
 _lines: dict[int, ProgressLine] = {}  # by id(out): one line per stream

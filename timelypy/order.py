@@ -49,14 +49,11 @@ __all__ = [
     "ProductType",
     "less_equal",
     "less_than",
-    "less_equal_fn",
     "results_in",
     "followed_by",
     "minimum",
     "identity_summary",
     "is_identity_summary",
-    "timestamp_type_of",
-    "check_timestamp",
 ]
 
 #: The largest ``int`` timestamp; ``int`` summaries whose result passes it yield ``None``.

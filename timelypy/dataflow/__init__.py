@@ -7,7 +7,6 @@ this package attaches every operator to :class:`Stream` and :class:`Scope`
 
 # The operator modules attach their methods as they are imported: import all.
 from timelypy.dataflow import operators as _operators  # noqa: F401
-from timelypy.dataflow.as_worker import AsWorker
 from timelypy.dataflow.builder import OperatorBuilder
 from timelypy.dataflow.capability import Capability, CapabilitySet, InputCapability
 from timelypy.dataflow.channels import Exchange, Pact, Pipeline
@@ -36,7 +35,6 @@ from timelypy.dataflow.stream import Stream
 from timelypy.progress.operate import FrontierInterest
 
 __all__ = [
-    "AsWorker",
     "Scope",
     "Stream",
     "Pact",

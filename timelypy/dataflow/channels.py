@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from timelypy.dataflow.operator import LeafOperator
     from timelypy.dataflow.scope import Scope
 
-__all__ = ["Pact", "Pipeline", "Exchange", "Tee", "Push"]
+__all__ = ["Pact", "Pipeline", "Exchange"]
 
 #: ``push(time, records)``
 Push = Callable[[Any, list[Any]], None]

@@ -46,8 +46,6 @@ __all__ = [
     "OperatorInput",
     "OperatorOutput",
     "Session",
-    "batchwise_logic",
-    "owner_send",
 ]
 
 T = TypeVar("T")

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from timelypy.dataflow.operators import feedback as _feedback
     from timelypy.dataflow.operators import to_stream as _to_stream
 
-__all__ = ["Scope", "build_dataflow", "finalize"]
+__all__ = ["Scope"]
 
 R = TypeVar("R")
 

@@ -73,7 +73,6 @@ __all__ = [
     "single_batch",
     "tumbling_epoch",
     "fully_ordered",
-    "epochs_from_pairs",
 ]
 
 T = TypeVar("T")

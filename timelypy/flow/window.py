@@ -56,12 +56,6 @@ __all__ = [
     "SlidingWindowConfig",
     "SessionWindowConfig",
     "WindowMetadata",
-    "WindowSpec",
-    "check_configs",
-    "micros",
-    "span_micros",
-    "system_now",
-    "from_micros",
     "UTC_EPOCH",
 ]
 

@@ -13,15 +13,7 @@ This package depends only on the standard library and :mod:`timelypy.order`
 from timelypy.progress.change_batch import ChangeBatch
 from timelypy.progress.frontier import Antichain, MutableAntichain
 from timelypy.progress.location import Location, Port, PortKind, Source, Target
-from timelypy.progress.reachability import (
-    Builder,
-    Connectivity,
-    PerOperator,
-    PortConnectivity,
-    PortInformation,
-    Tracker,
-    summarize_outputs,
-)
+from timelypy.progress.reachability import Builder, PortInformation, Tracker
 
 __all__ = [
     "Antichain",
@@ -34,9 +26,5 @@ __all__ = [
     "Target",
     "Builder",
     "Tracker",
-    "Connectivity",
-    "PortConnectivity",
     "PortInformation",
-    "PerOperator",
-    "summarize_outputs",
 ]

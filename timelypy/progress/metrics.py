@@ -24,9 +24,6 @@ from timelypy.progress import subgraph as _subgraph
 from timelypy.progress.subgraph import Subgraph
 
 __all__ = [
-    "operator_metrics",
-    "frontier_lag",
-    "progress_summary",
     "time_operators",
     "timing_operators",
 ]

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 from timelypy.progress.frontier import MutableAntichain
 from timelypy.progress.reachability import Connectivity
 
-__all__ = ["ChangeSink", "FrontierInterest", "Operate"]
+__all__ = ["FrontierInterest"]
 
 
 class FrontierInterest(IntEnum):

@@ -68,13 +68,9 @@ from timelypy.progress.frontier import Antichain, MutableAntichain
 from timelypy.progress.location import Location, Port, PortKind, Source, Target
 
 __all__ = [
-    "Connectivity",
-    "PortConnectivity",
     "Builder",
     "Tracker",
     "PortInformation",
-    "PerOperator",
-    "summarize_outputs",
 ]
 
 #: For one input: output index -> antichain of path summaries to that output.

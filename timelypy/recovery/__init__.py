@@ -41,7 +41,6 @@ from timelypy.errors import RecoveryError
 from timelypy.recovery.store import (
     Execution,
     RecoveryStore,
-    SnapshotWriter,
     create_store,
     key_hash,
 )
@@ -51,12 +50,9 @@ __all__ = [
     "RecoveryStore",
     "RecoveryError",
     "Execution",
-    "SnapshotWriter",
     "create_store",
     "key_hash",
-    "AttachedExecution",
     "ALLOW_NON_RESTORED_ENV",
-    "refuse_unclaimed",
 ]
 
 log = logging.getLogger("timelypy.recovery")

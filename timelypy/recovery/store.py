@@ -85,9 +85,6 @@ __all__ = [
     "RecoveryStore",
     "create_store",
     "key_hash",
-    "partition_paths",
-    "SnapshotRow",
-    "snapshot_rows",
 ]
 
 #: The store format this code reads and writes.

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 
 from timelypy.visualize.graph import Cluster, Edge, Graph, Node
 
-__all__ = ["to_mermaid", "to_dot", "mermaid_text", "dot_string"]
+__all__ = ["to_mermaid", "to_dot"]
 
 #: Mermaid's character entities (``#name;`` or ``#code;``) for what a quoted
 #: label may not hold as it is; ``#`` first, since every entity starts with it.
