@@ -41,6 +41,8 @@ from operator import add
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from timelypy.errors import FlowError
+from timelypy.flow import _batch
+from timelypy.flow._fused import PerItem, per_item
 from timelypy.flow._graph import BatchFn, KeyedSpec, StatelessSpec
 from timelypy.flow._keyed import (
     CollectLogic,
@@ -68,6 +70,7 @@ __all__ = [
     "filter_map",
     "flat_map",
     "flatten",
+    "map_batch",
     "flat_map_batch",
     "map_value",
     "filter_value",
@@ -175,13 +178,37 @@ def output(step_id: str, up: Stream[X], sink: Sink[X]) -> None:
 # -- stateless ----------------------------------------------------------------------
 
 
+def map_batch(step_id: str, up: Stream[X], mapper: Callable[[list[X]], list[Y]]) -> Stream[Y]:
+    """Call ``mapper`` once per batch of items; it returns a list with one output per item.
+
+    A batch holds items of one epoch, as many as the engine gathered (its
+    size depends on the input and the number of workers), so ``mapper``
+    must treat each item on its own; the list it gets is the engine's:
+    return a new one.  Anything but a list of the batch's length stops the
+    flow with a :class:`~timelypy.errors.FlowError` naming the step.  See
+    ``docs/batch_steps.md``.
+
+    >>> from timelypy.flow.testing import TestingSource, run_to_list
+    >>> flow = Dataflow("doc")
+    >>> s = input("inp", flow, TestingSource(["a", "b"], batch_size=2))
+    >>> run_to_list(map_batch("upper", s, lambda batch: " ".join(batch).upper().split()))
+    ['A', 'B']
+    """
+    _callable(mapper, "mapper", step_id, "map_batch")
+    return _stateless(
+        "map_batch", step_id, up, _fixed(lambda _: _batch.map_batch(mapper)), "the mapper"
+    )
+
+
 def flat_map_batch(
     step_id: str, up: Stream[X], mapper: Callable[[list[X]], Iterable[Y]]
 ) -> Stream[Y]:
     """Call ``mapper`` once per batch of items; emit every item of what it returns.
 
     The fastest way to run Python over a stream: one call per batch, not
-    per item.
+    per item.  ``mapper`` returns a list (or another iterable; not a
+    ``str``, ``bytes`` or mapping, which are refused with a
+    :class:`~timelypy.errors.FlowError` naming the step).
 
     >>> from timelypy.flow.testing import TestingSource, run_to_list
     >>> flow = Dataflow("doc")
@@ -190,15 +217,13 @@ def flat_map_batch(
     [6]
     """
     _callable(mapper, "mapper", step_id, "flat_map_batch")
-
-    def make(step_id: str) -> BatchFn:
-        def fn(epoch: int, items: list[Any]) -> list[Any]:
-            result = mapper(items)
-            return result if type(result) is list else list(result)
-
-        return fn
-
-    return _stateless("flat_map_batch", step_id, up, _fixed(make), "the mapper")
+    return _stateless(
+        "flat_map_batch",
+        step_id,
+        up,
+        _fixed(lambda _: _batch.flat_map_batch(mapper)),
+        "the mapper",
+    )
 
 
 def map(step_id: str, up: Stream[X], mapper: Callable[[X], Y]) -> Stream[Y]:
@@ -210,13 +235,7 @@ def map(step_id: str, up: Stream[X], mapper: Callable[[X], Y]) -> Stream[Y]:
     [2, 4]
     """
     _callable(mapper, "mapper", step_id, "map")
-    return _stateless(
-        "map",
-        step_id,
-        up,
-        _fixed(lambda _: lambda epoch, items: list(_builtins.map(mapper, items))),
-        "the mapper",
-    )
+    return _stateless("map", step_id, up, _fixed(lambda _: per_item("map", mapper)), "the mapper")
 
 
 def _bool_check(what: str, step_id: str, func: Any, results: list[Any]) -> None:
@@ -245,7 +264,11 @@ def filter(step_id: str, up: Stream[X], predicate: Callable[[X], bool]) -> Strea
             _bool_check("the predicate", step_id, predicate, keep)
             return list(itertools.compress(items, keep))
 
-        return fn
+        def refuse(result: Any) -> None:
+            _bool_check("the predicate", step_id, predicate, [result])
+
+        # fused with its neighbours, the bool check is made inline (``filter_bool``)
+        return PerItem("filter_bool", predicate, fn, refuse)
 
     return _stateless("filter", step_id, up, _fixed(make), "the predicate")
 
@@ -261,13 +284,7 @@ def filter_map(step_id: str, up: Stream[X], mapper: Callable[[X], Y | None]) -> 
     """
     _callable(mapper, "mapper", step_id, "filter_map")
     return _stateless(
-        "filter_map",
-        step_id,
-        up,
-        _fixed(
-            lambda _: lambda e, items: [y for y in _builtins.map(mapper, items) if y is not None]
-        ),
-        "the mapper",
+        "filter_map", step_id, up, _fixed(lambda _: per_item("filter_map", mapper)), "the mapper"
     )
 
 
@@ -281,11 +298,7 @@ def flat_map(step_id: str, up: Stream[X], mapper: Callable[[X], Iterable[Y]]) ->
     """
     _callable(mapper, "mapper", step_id, "flat_map")
     return _stateless(
-        "flat_map",
-        step_id,
-        up,
-        _fixed(lambda _: lambda e, items: [y for x in items for y in mapper(x)]),
-        "the mapper",
+        "flat_map", step_id, up, _fixed(lambda _: per_item("flat_map", mapper)), "the mapper"
     )
 
 
@@ -705,7 +718,13 @@ def fold_final(
     return _keyed("fold_final", step_id, [up], lambda full: FoldFinalLogic(builder, folder, False))
 
 
-def reduce_final(step_id: str, up: KeyedStream[V], reducer: Callable[[V, V], V]) -> KeyedStream[V]:
+def reduce_final(
+    step_id: str,
+    up: Stream[Any],
+    reducer: Callable[[V, V], V],
+    *,
+    pre_aggregate: Callable[[list[Any]], Any] | None = None,
+) -> KeyedStream[V]:
     """Per key, combine the values with ``reducer``; emit ``(key, acc)`` at the end.
 
     Each worker combines its own values first (so ``reducer`` must be
@@ -715,13 +734,39 @@ def reduce_final(step_id: str, up: KeyedStream[V], reducer: Callable[[V, V], V])
     >>> s = input("inp", flow, TestingSource([("a", 1), ("a", 2), ("b", 5)]))
     >>> sorted(run_to_list(reduce_final("sum", s, lambda a, b: a + b)))
     [('a', 3), ('b', 5)]
+
+    With ``pre_aggregate`` the stream's items are anything, and
+    ``pre_aggregate(batch)`` turns each batch of them (all of one epoch)
+    into partial results: a mapping ``key -> partial`` (a ``dict``, a
+    ``Counter``) or a list of ``(key, partial)`` pairs, with ``str`` keys,
+    which are combined with ``reducer`` as values are (see
+    ``docs/batch_steps.md``):
+
+    >>> from collections import Counter
+    >>> from operator import add
+    >>> flow = Dataflow("doc")
+    >>> lines = input("lines", flow, TestingSource(["a b a", "b"]))
+    >>> counts = reduce_final(
+    ...     "count", lines, add, pre_aggregate=lambda batch: Counter(" ".join(batch).split())
+    ... )
+    >>> sorted(run_to_list(counts))
+    [('a', 2), ('b', 2)]
     """
     _callable(reducer, "reducer", step_id, "reduce_final")
+    prepare: Callable[[str], BatchFn] | None = None
+    if pre_aggregate is not None:
+        _callable(pre_aggregate, "pre_aggregate", step_id, "reduce_final")
+        aggregate = pre_aggregate
+
+        def prepare(full: str) -> BatchFn:
+            return _batch.pre_aggregate(aggregate, full, "reduce_final")
+
     return _keyed(
         "reduce_final",
         step_id,
         [up],
         lambda full: FoldFinalLogic(None, reducer, reducer is add),
+        prepare=prepare,
         combine=reducer,
     )
 
