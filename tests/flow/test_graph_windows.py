@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import random
 import time
+import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import timelypy.flow.operators as op
@@ -375,6 +376,47 @@ def test_windows_do_not_depend_on_the_number_of_workers(stream, batch, wait):
         return {kind: Counter(map(repr, values)) for kind, values in got.items()}
 
     assert outputs(1) == outputs(3)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(stream=_streams, batch=_batches, wait=st.integers(min_value=0, max_value=15))
+def test_windows_on_two_processes_match_one_worker_epoch_for_epoch(tmp_path, stream, batch, wait):
+    """Property: two processes of two workers give one worker's windows, at the same epochs."""
+    from .graph_helpers import run_on
+
+    items = [(key, (ALIGN + timedelta(seconds=t), i)) for i, (key, t) in enumerate(stream)]
+    run_id = uuid.uuid4().hex
+
+    def outputs(backend: str) -> Counter[str]:
+        path = str(tmp_path / f"{run_id}-{backend}.txt")
+        flow = Dataflow("prop")
+        s = op.input("inp", flow, TestingSource(items, batch))
+        clock = w.EventClock(_at, timedelta(seconds=wait), now_getter=_fixed_now)
+        for name, windower in (
+            ("tumbling", w.TumblingWindower(timedelta(seconds=10), ALIGN)),
+            ("session", w.SessionWindower(timedelta(seconds=6))),
+        ):
+            out = w.collect_window(name, s, clock, windower)
+            for kind in ("down", "late", "meta"):
+                op.inspect_debug(f"{name}_{kind}", getattr(out, kind), _step_recorder(path))
+        run_on(backend, flow)
+        return Counter(Path(path).read_text().splitlines()) if Path(path).exists() else Counter()
+
+    one = outputs("one")
+    assert one  # every value comes out: in a window or late
+    assert outputs("processes") == one
+
+
+def _step_recorder(path: str) -> Any:
+    def record(step_id: str, item: Any, epoch: int, worker: int) -> None:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{step_id}|{epoch}|{item!r}\n")
+
+    return record
 
 
 def _epoch_recorder(path: str) -> Any:
