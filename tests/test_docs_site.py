@@ -107,6 +107,18 @@ def test_the_build_fails_on_a_link_to_a_missing_heading(tmp_path):
     assert "'#no-such-heading'" in result.stderr, result.stderr
 
 
+def test_the_readmes_links_into_the_docs_reach_a_page_and_heading(site):
+    # mkdocs checks the links between pages; README.md is outside docs/, so this does.
+    links = re.findall(r"\]\(docs/([\w/]+)\.md(?:#([\w-]+))?\)", (ROOT / "README.md").read_text())
+    assert ("runtime_capabilities", "why-is-time-t-not-complete") in links
+    for name, heading in links:
+        text = page(site, name)
+        if heading:
+            assert f'id="{heading}"' in text, (
+                f"README links to docs/{name}.md#{heading}: no such heading"
+            )
+
+
 def test_flow_api_page_documents_dataflow_and_its_steps(site):
     flow = page(site, "api/flow")
     assert 'id="timelypy.flow.dataflow.Dataflow"' in flow
