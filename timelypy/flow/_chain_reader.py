@@ -77,7 +77,8 @@ class ChainReader:
                 f"(a generator yielding AdvanceTo and Emit), got {source!r}"
             ) from None
         self.pairs = pairs
-        #: how many pairs a read takes at once (it adapts to the source's pace)
+        #: how many pairs a read takes at once, or how many events pass between clock
+        #: reads (it adapts to the source's pace)
         self.chunk = 1
         #: the input operator's output this reader sends on
         self.out: OperatorOutput[Any] | None = None
@@ -279,8 +280,15 @@ class ChainReader:
                 )
             self._advance(first.epoch)
         epoch = self.epoch
+        # The clock is read every ``stride`` events, not after each: the stride doubles
+        # while that many events take under FAST_CHUNK_SECONDS and halves when slower,
+        # so a fast source costs a clock read per few hundred events and a slow one's
+        # items still leave within about PULL_SECONDS.
         clock = time.monotonic
-        deadline = clock() + PULL_SECONDS
+        last = clock()
+        deadline = last + PULL_SECONDS
+        stride = self.chunk
+        check_at = stride
         for event in source:
             kind = type(event)
             if kind is Emit:
@@ -304,9 +312,21 @@ class ChainReader:
                     f"EmitBatch(items), got {event!r}"
                 )
             count += 1
-            if count >= limit or clock() > deadline:
+            if count >= limit:
                 break
+            if count >= check_at:
+                now = clock()
+                if now > deadline:
+                    break
+                if now - last < FAST_CHUNK_SECONDS:
+                    if stride < limit:
+                        stride *= 2
+                elif stride > 1:
+                    stride //= 2
+                last = now
+                check_at = count + stride
         else:
             self.done = True
+        self.chunk = stride
         if batch:
             output.give_batch(cap, batch)
