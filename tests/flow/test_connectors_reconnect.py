@@ -8,17 +8,24 @@ step, the partition and the server, once the bounded retries are spent.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import timelypy.flow.operators as op
 from timelypy.errors import TimelyError
+from timelypy.flow import run_cluster
 from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.sources import FixedPartitionedSource, StatefulSourcePartition
 from timelypy.flow.testing import TestingSink, run_main
@@ -182,12 +189,12 @@ def test_postgres_sink_fails_naming_step_partition_and_server_when_it_stays_down
 # -- Redis --------------------------------------------------------------------------------------
 
 
-def _redis_sink_flow(address: dict[str, Any], attempts: int) -> Dataflow:
+def _redis_sink_flow(address: dict[str, Any], attempts: int, count: int = 400) -> Dataflow:
     from timelypy.flow.connectors.redis_streams import RedisStreamSink
 
     flow = Dataflow("redis_outage")
     entries = op.map(
-        "entry", op.input("ticks", flow, Ticks(400, 0.004)), lambda kv: (kv[0], {"n": str(kv[1])})
+        "entry", op.input("ticks", flow, Ticks(count, 0.004)), lambda kv: (kv[0], {"n": str(kv[1])})
     )
     sink = RedisStreamSink(address, ["o:0", "o:1"], connect_attempts=attempts, retry_seconds=0.2)
     op.output("out", entries, sink)
@@ -378,3 +385,160 @@ def test_a_redis_sink_waiting_for_its_server_leaves_the_worker_to_its_other_step
         assert sorted(seen) == list(range(600))
         got = sorted(int(f["n"]) for key in keys for _, f in client.xrange(key))
         assert got == list(range(600))  # none lost, none twice
+
+
+# -- two processes: the outage survived, then the error that ends both -------------------------
+
+
+def _on_two_processes(flow: Dataflow) -> None:
+    run_cluster(flow, proc_count=2, worker_count_per_proc=1, epoch_interval=EPOCH)
+
+
+@pytest.mark.timeout(300)
+def test_a_postgres_sink_on_two_processes_rides_out_an_outage_then_fails_naming_the_server():
+    with postgres_server() as server:
+        dsn = server.dsn
+        _sql(dsn, "CREATE TABLE two (n int)")
+        outage = Outage(lambda: _count(dsn, "two") >= 60, server.stop, server.start, 0.5)
+        outage.start()
+        _on_two_processes(_pg_sink_flow(dsn, "two", 400, attempts=10))
+        outage.check()
+        rows = sorted(n for (n,) in _sql(dsn, "SELECT n FROM two"))
+        assert rows == list(range(400))  # none lost, none twice
+
+        _sql(dsn, "CREATE TABLE two_gone (n int)")
+        outage = Outage(lambda: _count(dsn, "two_gone") >= 30, server.stop, server.start, None)
+        outage.start()
+        pattern = (
+            r"output step 'pg_outage\.out' \(partition 'two_gone-[01]'\): cannot reach "
+            rf"PostgreSQL at 127\.0\.0\.1:{server.port} after 4 attempts"
+        )
+        with pytest.raises(TimelyError, match=pattern):
+            _on_two_processes(_pg_sink_flow(dsn, "two_gone", 100_000, attempts=4))
+        outage.check()
+        assert outage.stopped_at is not None
+        print(f"both processes ended {time.monotonic() - outage.stopped_at:.1f}s after it went")
+
+
+@pytest.mark.timeout(300)
+def test_a_redis_sink_on_two_processes_rides_out_a_crash_then_fails_naming_the_server():
+    redis_py = pytest.importorskip("redis")
+
+    with redis_server(persistent=True) as server:
+        client = redis_py.Redis(**server.address, decode_responses=True, socket_timeout=5)
+        outage = Outage(lambda: _xlen(client, "o:0", "o:1") >= 60, server.kill, server.start, 0.5)
+        outage.start()
+        _on_two_processes(_redis_sink_flow(server.address, attempts=10))
+        outage.check()
+        got = sorted(int(f["n"]) for key in ("o:0", "o:1") for _, f in client.xrange(key))
+        assert got == list(range(400))  # none lost, none twice
+
+        client.delete("o:0", "o:1")
+        outage = Outage(lambda: _xlen(client, "o:0", "o:1") >= 30, server.kill, server.start, None)
+        outage.start()
+        pattern = (
+            r"output step 'redis_outage\.out' \(partition 'o:[01]'\): cannot reach "
+            rf"Redis at 127\.0\.0\.1:{server.port} after 4 attempts"
+        )
+        with pytest.raises(TimelyError, match=pattern):
+            _on_two_processes(_redis_sink_flow(server.address, attempts=4, count=100_000))
+        outage.check()
+        assert outage.stopped_at is not None
+        print(f"both processes ended {time.monotonic() - outage.stopped_at:.1f}s after it went")
+
+
+# -- a SIGKILL while a sink waits for its server ------------------------------------------------
+
+
+def _job(script: str, args: list[str], out: Path, store: Path, log: Path, items: int) -> Any:
+    """Start a kill-test job (``tests/flow/{script}``, 2 processes) with its stderr in ``log``."""
+    out.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "GRAPH_JOB_COUNT": str(items)}
+    job = [sys.executable, str(Path(__file__).with_name(script)), *args, str(out), str(store)]
+    with log.open("ab") as err:
+        return subprocess.Popen(job, env=env, stderr=err)
+
+
+def _kill_while_waiting(
+    script: str,
+    args: Callable[[str], list[str]],
+    written: Callable[[str], int],
+    server: Any,
+    tmp_path: Path,
+) -> None:
+    """Run the job to its end (``clean``); then run it again, take its server away mid-run,
+    SIGKILL both processes once the sink has failed twice to reach it (its epoch held open
+    meanwhile), bring the server back and resume the job to its end (``out``)."""
+    items = 4000
+    clean_log = tmp_path / "clean.log"
+    clean = _job(script, args("clean"), tmp_path / "c", tmp_path / "cs", clean_log, items)
+    assert clean.wait(120) == 0, clean_log.read_text()
+    out, store, log = tmp_path / "out", tmp_path / "store", tmp_path / "out.log"
+    run = _job(script, args("out"), out, store, log, items)
+    try:
+        _wait(lambda: written("out") >= 300 or run.poll() is not None, "the job wrote nothing")
+        assert run.poll() is None, log.read_text()
+        getattr(server, "kill", server.stop)()
+        # the worker logs each failed attempt; the second means the engine asked again
+        _wait(
+            lambda: log.read_text().count("failed (") >= 2 or run.poll() is not None,
+            "the sink never retried",
+        )
+        assert run.poll() is None, log.read_text()
+        for pid in ("pid-0", "pid-1"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int((out / pid).read_text()), signal.SIGKILL)
+    finally:
+        run.kill()
+        run.wait(30)
+    server.start()
+    resumed = _job(script, args("out"), out, store, log, items)
+    assert resumed.wait(120) == 0, log.read_text()
+
+
+@pytest.mark.timeout(300)
+def test_a_sigkill_while_a_postgres_sink_waits_for_its_server_loses_and_repeats_nothing(tmp_path):
+    from collections import Counter
+
+    with postgres_server() as server:
+        dsn = server.dsn
+        for table in ("clean", "out"):
+            _sql(dsn, f"CREATE TABLE k_{table} (k text, total int)")
+            _sql(dsn, f"CREATE TABLE k_{table}_latest (k text PRIMARY KEY, total int)")
+        _kill_while_waiting(
+            "pg_job.py",
+            lambda name: [dsn, f"k_{name}"],
+            lambda name: _count(dsn, f"k_{name}"),
+            server,
+            tmp_path,
+        )
+        for table in ("k_{}", "k_{}_latest"):
+            want = Counter(_sql(dsn, f"SELECT k, total FROM {table.format('clean')}"))
+            got = Counter(_sql(dsn, f"SELECT k, total FROM {table.format('out')}"))
+            assert got == want  # every row once
+        assert sum(want.values()) == 20  # the latest sum of each of the 20 keys
+
+
+@pytest.mark.timeout(300)
+def test_a_sigkill_while_a_redis_sink_waits_for_its_server_loses_and_repeats_nothing(tmp_path):
+    from collections import Counter
+
+    redis_py = pytest.importorskip("redis")
+    with redis_server(persistent=True) as server:
+        client = redis_py.Redis(**server.address, decode_responses=True, socket_timeout=5)
+        address = [str(server.address["host"]), str(server.address["port"])]
+
+        def entries(prefix: str) -> Counter[tuple[str, str]]:
+            keys = [f"{prefix}:{i}" for i in range(3)]
+            return Counter((f["k"], f["total"]) for key in keys for _, f in client.xrange(key))
+
+        _kill_while_waiting(
+            "redis_job.py",
+            lambda name: [*address, name],
+            lambda name: _xlen(client, *(f"{name}:{i}" for i in range(3))),
+            server,
+            tmp_path,
+        )
+        want = entries("clean")
+        assert sum(want.values()) == 4000  # one running sum per item
+        assert entries("out") == want  # every entry once
