@@ -148,6 +148,9 @@ def test_flow_bench_candidates_agree_on_a_tiny_input(corpus):
     assert {"timelypy", "timelypy memory", "timelypy chain"} <= set(by_name["wordcount_file"].stats)
     goals = {(row[0], row[1]) for row in flow_bench.goal_rows(workloads)}
     assert ("wordcount_file", "timelypy memory within 10% of timelypy chain") in goals
+    for name in ("wordcount_1_epoch", "wordcount_1000_epochs"):  # the batch-level wordcount
+        assert {"plain batch", "timelypy batch"} <= set(by_name[name].stats)
+        assert (name, "timelypy batch >= 0.850x plain batch's speed") in goals
     (remover,) = {r for w in workloads for r in w.cleanup}  # the wordcount_file corpus
     for w in workloads:
         w.release()
