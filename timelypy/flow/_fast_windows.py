@@ -311,17 +311,36 @@ class FastWindowsLogic(KeyedLogic):
             return  # nothing closes: one comparison per key and batch
         state.closes = None
         if self.session:
-            limit = watermark - self.gap
-            closed = [wid for wid, session in opened.items() if session[1] < limit]
+            gap = self.gap
+            limit = watermark - gap
+            closed = []
+            first: float = _POS  # the end of the first session left open
+            for window_id, session in opened.items():
+                end = session[1]
+                if end < limit:
+                    closed.append(window_id)
+                elif end < first:
+                    first = end
+            state.closes = first + gap + 1  # what _next_close would say after the closes
+            accs, emit_meta, make_meta = state.accs, self.emit_meta, self._make_meta
             for window_id in closed:
                 start, end, merged_ids = opened.pop(window_id)
-                out.append((key, (DOWN, window_id, state.accs.pop(window_id))))
-                if self.emit_meta:
-                    meta = self._make_meta(_dt(start), _dt(end), set(merged_ids))
+                out.append((key, (DOWN, window_id, accs.pop(window_id))))
+                if emit_meta:
+                    # sessions' times are whole microseconds, never infinite: no _dt()
+                    meta = make_meta(_EPOCH + _US * start, _EPOCH + _US * end, set(merged_ids))
                     out.append((key, (META, window_id, meta)))
             return
         align, offset, length = self.align, self.offset, self.length
-        closed = [wid for wid in opened if align + wid * offset + length <= watermark]
+        closed = []
+        first_open: float = _POS  # the first window left open
+        for window_id in opened:
+            if align + window_id * offset + length <= watermark:
+                closed.append(window_id)
+            elif window_id < first_open:
+                first_open = window_id
+        # what _next_close would say after the closes
+        state.closes = _POS if first_open == _POS else align + first_open * offset + length
         emit_meta, metas = self.emit_meta, self._metas
         for window_id in closed:
             out.append((key, (DOWN, window_id, opened.pop(window_id))))
