@@ -238,6 +238,27 @@ def test_redis_sink_and_source_survive_a_crash_of_the_server():
 
 
 @pytest.mark.timeout(300)
+def test_redis_sink_fails_naming_step_partition_and_server_when_it_stays_down():
+    redis_py = pytest.importorskip("redis")
+
+    with redis_server() as server:
+        client = redis_py.Redis(**server.address, decode_responses=True, socket_timeout=5)
+        outage = Outage(lambda: _xlen(client, "o:0", "o:1") >= 30, server.kill, server.start, None)
+        outage.start()
+        pattern = (
+            r"output step 'redis_outage\.out' \(partition 'o:[01]'\): cannot reach "
+            rf"Redis at 127\.0\.0\.1:{server.port} after 4 attempts"
+        )
+        with pytest.raises(TimelyError, match=pattern):
+            run_main(
+                _redis_sink_flow(server.address, attempts=4, count=100_000), epoch_interval=EPOCH
+            )
+        outage.check()
+        assert outage.stopped_at is not None
+        print(f"failed {time.monotonic() - outage.stopped_at:.1f}s after the server went")
+
+
+@pytest.mark.timeout(300)
 def test_redis_source_fails_naming_step_partition_and_server_when_it_stays_down():
     redis_py = pytest.importorskip("redis")
     from timelypy.flow.connectors.redis_streams import RedisStreamSource
