@@ -25,7 +25,12 @@ Where the items come from (``source``):
   ``pyarrow.RecordBatch``es, never rows as Python objects, for the
   Arrow-native steps of :mod:`timelypy.flow.operators.arrow`; the
   record batches the flow captures become the result's batches (columns
-  by name, cast to the schema's types, the epoch column added).
+  by name, cast to the schema's types, the epoch column added).  Such a
+  flow made of stateless steps only (``map_arrow``, ``filter_arrow``,
+  ``op.map``...: nothing exchanged, no state) needs no gang: it runs as a
+  plain ``mapInArrow`` (no barrier, no rendezvous), each task one worker
+  of its own, and its result is a lazy DataFrame like any other
+  ``mapInArrow``'s -- not persisted, computed again by each action.
 * **an input config** (a :class:`~timelypy.flow.inputs.PartitionedInputConfig`,
   or a :class:`~timelypy.flow.inputs.ManualInputConfig`), or ``None`` for the
   flow's own ``input`` step -- read inside the tasks as
@@ -59,9 +64,11 @@ from typing import Any
 
 from timelypy.errors import ClusterError, ConfigError, FlowError
 from timelypy.flow import inputs as flow_inputs
+from timelypy.flow._graph import StatelessSpec
 from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.driver import FlowWorker, flow_program
 from timelypy.flow.inputs import InputConfig, ManualInputConfig, epochs_from_pairs
+from timelypy.flow.sinks import CaptureSink
 from timelypy.flow.sources import DynamicSource, StatelessSourcePartition
 from timelypy.recovery import AttachedExecution, RecoveryConfig
 from timelypy_spark.arrow import (
@@ -88,7 +95,7 @@ from timelypy_spark.io import (
     session_of,
 )
 from timelypy_spark.recovery import RemoteStore, StoreService
-from timelypy_spark.task import EmitRecords, StreamProgram, TaskContext
+from timelypy_spark.task import EmitRecords, StreamProgram, TaskCancelled, TaskContext
 
 __all__ = ["run_flow", "iter_flow", "flow_rows", "frame_schema", "SparkInput"]
 
@@ -145,7 +152,9 @@ def run_flow(
     the flow's items the DataFrame's own ``pyarrow.RecordBatch``es (one
     item per batch; ``epoch_of`` then takes a batch), and its output items
     record batches too, written as the result's batches: no row becomes a
-    Python object on either side (``docs/arrow.md``).
+    Python object on either side (``docs/arrow.md``).  A flow of
+    stateless steps only then runs as a plain, lazy ``mapInArrow`` (no
+    gang, nothing persisted; see the module documentation).
 
     ``timeout``, ``attempts``, ``serializer`` and ``connect_timeout`` are as
     for :func:`timelypy_spark.execute`.  A user function that raises in any
@@ -167,6 +176,12 @@ def run_flow(
     if epoch_column is not None and (not isinstance(epoch_column, str) or not epoch_column):
         raise ConfigError(f"epoch_column must be a column name or None, got {epoch_column!r}")
     sc = spark_context(spark)
+    alone = _gangless_input(flow, source, kind, row_type, recovery_config)
+    if alone is not None:
+        return _gangless_frame(
+            spark, flow, source, alone, workers, epoch_of, epoch_length, presorted, schema,
+            epoch_column,
+        )  # fmt: skip
     rdd, program = _flow_input(
         sc,
         flow,
@@ -267,6 +282,142 @@ def _sample_schema(
         return from_arrow_schema(items[0].schema)
     struct, _ = infer_schema(session_of(spark), items, "run_flow()")
     return struct
+
+
+#: Stateless graph operators whose side effects must not run again at every action.
+_SIDE_EFFECTS = frozenset({"inspect", "inspect_debug", "raises"})
+
+
+def _gangless_input(
+    flow: Dataflow,
+    source: Any,
+    kind: str,
+    row_type: str,
+    recovery_config: RecoveryConfig | None,
+) -> str | None:
+    """The SparkInput step of an Arrow flow that needs no gang, or ``None``.
+
+    That is a stream graph of one SparkInput, stateless steps and
+    ``CaptureSink`` outputs only, fed a DataFrame's record batches, with a
+    DataFrame result and no recovery: its workers would never exchange a
+    record, so each task can run one worker of its own.
+    """
+    if kind != "frame" or row_type != "arrow" or recovery_config is not None:
+        return None
+    if not is_frame(source) or flow.has_chain:
+        return None
+    fed = _spark_inputs(flow)
+    if len(fed) != 1:
+        return None
+    for step in flow.steps:
+        if step.operator == "input":
+            if step.step_id != fed[0]:
+                return None
+        elif step.operator == "output":
+            if not isinstance(step.config, CaptureSink):
+                return None
+        elif not isinstance(step.options, StatelessSpec) or step.operator in _SIDE_EFFECTS:
+            return None
+    return fed[0]
+
+
+def _gangless_frame(
+    spark: Any,
+    flow: Dataflow,
+    source: Any,
+    spark_input: str,
+    workers: int | None,
+    epoch_of: Callable[[Any], int] | None,
+    epoch_length: float | datetime.timedelta | None,
+    presorted: bool,
+    schema: Any,
+    epoch_column: str | None,
+) -> Any:
+    """``frame.mapInArrow(task, schema)``: each task runs the flow on one worker of its own."""
+    frame, _ = as_frame(source, workers)
+    epochs = Epochs.of(epoch_of, epoch_length, presorted=presorted)
+    if schema is None:
+        schema = _sample_schema(
+            spark, flow, source, None, epoch_of, epoch_length, presorted, "arrow"
+        )
+    output_schema = frame_schema(spark, schema, epoch_column)
+    program = _records_program(flow, epochs, None, None, spark_input=spark_input, arrow=True)
+    task = _LocalFlowTask(program, RecordBatchWriter(output_schema, epoch_column))
+    return frame.mapInArrow(task, output_schema)
+
+
+#: Encoded output batches a :class:`_LocalFlowTask` holds before its worker waits.
+LOCAL_BATCHES = 8
+#: Seconds between a :class:`_LocalFlowTask`'s checks of a stop or its worker's end.
+LOCAL_POLL = 0.05
+
+
+class _LocalFlowTask:
+    """A ``mapInArrow`` task running a flow on one worker of its own, its output streamed.
+
+    The worker runs in a thread of the task (reading the task's record
+    batches, which is what the barrier tasks do too); each record batch
+    it captures is encoded there and handed to the task through a queue of
+    :data:`LOCAL_BATCHES`, so the task never holds its whole output.  A
+    failure of the worker is raised by the task; a task that stops reading
+    (Spark's ``limit``) stops the worker.  Every wait is bounded.
+    """
+
+    def __init__(self, program: StreamProgram, encode: Callable[[list[Any]], Any]) -> None:
+        self.program = program
+        self.encode = encode
+
+    def __call__(self, batches: Iterable[Any]) -> Iterator[Any]:
+        """The encoded record batches of the flow's output over ``batches``."""
+        import timelypy
+
+        out: queue.Queue[Any] = queue.Queue(LOCAL_BATCHES)
+        stop = threading.Event()
+        end = object()
+
+        def put(item: Any) -> None:
+            while True:
+                try:
+                    out.put(item, timeout=LOCAL_POLL)
+                    return
+                except queue.Full:
+                    if stop.is_set():
+                        raise TaskCancelled("the Spark task stopped reading its output") from None
+
+        def emit(pairs: list[Any]) -> None:
+            if pairs:
+                put(self.encode(pairs))
+
+        def body() -> None:
+            try:
+                records = iter(batches)
+                context = TaskContext(0, stop, None)  # type: ignore[arg-type]
+                timelypy.execute(None, lambda worker: self.program(worker, records, emit, context))
+                put(end)
+            except BaseException as exc:
+                with contextlib.suppress(TaskCancelled):
+                    put(exc)
+
+        thread = threading.Thread(target=body, name="timelypy-local-flow", daemon=True)
+        thread.start()
+        try:
+            while True:
+                try:
+                    item = out.get(timeout=LOCAL_POLL)
+                except queue.Empty:
+                    if not thread.is_alive() and out.empty():
+                        raise ClusterError(
+                            "the flow's worker thread ended without a word"
+                        ) from None
+                    continue
+                if item is end:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            thread.join(CANCEL_JOIN_SECONDS)
 
 
 def flow_name(flow: Dataflow) -> str:

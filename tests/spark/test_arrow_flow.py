@@ -133,3 +133,45 @@ def test_an_output_batch_without_the_schemas_column_names_it(spark):
         timelypy_spark.run_flow(
             spark, wordcount_flow(), frame, workers=2, row_type="arrow", schema="nope string"
         )
+
+
+def map_flow(mapper: Any) -> Dataflow:
+    flow = Dataflow("map")
+    rows = op.input("rows", flow, SparkInput())
+    op.output("out", arrow.map_arrow("upper", rows, mapper), CaptureSink())
+    return flow
+
+
+def upper(batch: Any) -> Any:
+    return pa.record_batch({"id": batch["id"], "word": pc.utf8_upper(batch["word"])})
+
+
+def test_a_flow_of_stateless_steps_runs_as_a_plain_lazy_map_in_arrow(idle):
+    spark = idle
+    frame = spark.range(0, 5000, numPartitions=3).selectExpr(
+        "id", "concat('w', cast(id % 7 as string)) as word"
+    )
+    result = timelypy_spark.run_flow(
+        spark, map_flow(upper), frame, workers=2, row_type="arrow", output="frame"
+    )
+    # no barrier stage, no shuffle, nothing cached: the plan is the source's, mapped
+    plan = result._jdf.queryExecution().executedPlan().toString()
+    assert "MapInArrow" in plan and "Exchange" in plan  # the repartition to 2 workers
+    assert not result.is_cached
+    assert result.columns == ["epoch", "id", "word"]
+    rows = sorted(tuple(row) for row in result.collect())
+    assert rows == [(0, i, f"W{i % 7}") for i in range(5000)]
+    assert result.count() == 5000  # another action runs the flow again
+
+
+def test_a_stateless_flow_that_raises_fails_the_spark_job_with_the_step_named(spark):
+    frame = spark.range(0, 10, numPartitions=2).selectExpr("id", "'a' as word")
+
+    def broken(batch: Any) -> Any:
+        raise ValueError("no such luck")
+
+    result = timelypy_spark.run_flow(
+        spark, map_flow(broken), frame, row_type="arrow", schema="id long, word string"
+    )
+    with pytest.raises(Exception, match=r"(?s)'map\.upper'.*no such luck"):
+        result.collect()
