@@ -21,7 +21,14 @@ from timelypy.dataflow.handles import OperatorOutput
 from timelypy.errors import FlowError
 from timelypy.flow.inputs import AdvanceTo, Emit, EmitBatch
 
-__all__ = ["ChainReader", "PULL_LIMIT", "PULL_SECONDS", "FAST_CHUNK_SECONDS", "bad_epoch"]
+__all__ = [
+    "ChainReader",
+    "PULL_LIMIT",
+    "PULL_SECONDS",
+    "FAST_CHUNK_SECONDS",
+    "CLOCK_STRIDE",
+    "bad_epoch",
+]
 
 #: How many input values a reader yields per worker step, at most.
 PULL_LIMIT = 1024
@@ -30,6 +37,8 @@ PULL_LIMIT = 1024
 PULL_SECONDS = 0.01
 #: A chunk of pairs read faster than this doubles the next chunk (slower: halves it).
 FAST_CHUNK_SECONDS = 0.001
+#: Events read between two reads of the clock, at most (an input builder's events).
+CLOCK_STRIDE = 32
 
 log = logging.getLogger("timelypy.flow")
 
@@ -281,9 +290,9 @@ class ChainReader:
             self._advance(first.epoch)
         epoch = self.epoch
         # The clock is read every ``stride`` events, not after each: the stride doubles
-        # while that many events take under FAST_CHUNK_SECONDS and halves when slower,
-        # so a fast source costs a clock read per few hundred events and a slow one's
-        # items still leave within about PULL_SECONDS.
+        # (up to CLOCK_STRIDE) while that many events take under FAST_CHUNK_SECONDS and
+        # drops to 1 when slower, so a fast source costs a clock read per CLOCK_STRIDE
+        # events, and a source that turns slow is noticed within CLOCK_STRIDE events.
         clock = time.monotonic
         last = clock()
         deadline = last + PULL_SECONDS
@@ -319,10 +328,10 @@ class ChainReader:
                 if now > deadline:
                     break
                 if now - last < FAST_CHUNK_SECONDS:
-                    if stride < limit:
+                    if stride < CLOCK_STRIDE:
                         stride *= 2
-                elif stride > 1:
-                    stride //= 2
+                else:
+                    stride = 1
                 last = now
                 check_at = count + stride
         else:
