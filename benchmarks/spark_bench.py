@@ -1,4 +1,4 @@
-"""Wordcount and a DataFrame map on Spark: timelypy workers as barrier tasks vs PySpark.
+r"""Wordcount and a DataFrame map on Spark: timelypy workers as barrier tasks vs PySpark.
 
     python -m benchmarks.spark_bench [--quick] [--repeat N] [--master local[2]] [--markdown]
     python -m benchmarks.spark_bench --words 2M,10M,20M --repeat 3 [--map-rows 1000000]
@@ -34,7 +34,24 @@ master has cores), on the same SparkSession:
 * ``pyspark rdd`` -- ``textFile`` -> ``flatMap(split)`` -> ``map((w, 1))``
   -> ``reduceByKey(add)`` -> ``collectAsMap``;
 * ``pyspark dataframe`` -- ``read.text`` -> ``split``/``explode`` ->
-  ``groupBy().count()`` -> collect.
+  ``groupBy().count()`` -> collect;
+* ``timelypy arrow steps (lower+regex)`` -- the seed wordcount's
+  tokenisation (``lower``, then its regex ``[^\s!,.?":;0-9]+``) with
+  Arrow-native steps (:func:`arrow_flow`): ``read.text``'s DataFrame into
+  :func:`timelypy_spark.run_flow` with ``row_type="arrow"``, a
+  ``flat_map_arrow`` of ``utf8_lower`` and ``split_pattern_regex`` on the
+  separators, ``aggregate_arrow`` counting per word (group-by in Arrow on
+  each worker, partial counts exchanged, totals per epoch), a DataFrame out,
+  ``collect``;
+* ``pyspark dataframe (lower+regex)`` -- the DataFrame doing that same
+  tokenisation: ``explode(split(lower(value), separators))``, empty words
+  dropped, ``groupBy().count()``;
+* ``pyspark mapInArrow, same kernels (lower+regex)`` -- the same Arrow
+  kernels with no engine: plain ``mapInArrow`` counting each batch's words,
+  then a DataFrame ``groupBy().sum()`` of the partial counts.
+
+``--only arrow,regex`` runs the wordcount candidates whose names hold one
+of those strings (and the DataFrame peer every ratio needs).
 
 **Output-heavy flow** (``--output-records``, default 20M): a flow whose
 output is ``records`` records, ``flat_map`` of ``records / 100`` numbers
@@ -54,16 +71,24 @@ of every column): ``timelypy arrow`` is :func:`timelypy_spark.run` with
 ``rows.map(f)`` and the input's schema (Arrow in and out); ``pyspark
 mapInArrow`` is plain ``mapInArrow`` doing the same map, a batch at a time
 (``to_pylist`` per column, ``f`` per row, ``pyarrow.array`` per column).
+The same map on whole columns (``utf8_upper``, ``add``): ``timelypy
+map_arrow (compute)`` is :func:`timelypy_spark.run_flow` of a ``map_arrow``
+step with ``row_type="arrow"`` (a flow of stateless steps: a plain, lazy
+``mapInArrow``, each task one worker), ``pyspark mapInArrow (compute)``
+plain ``mapInArrow`` calling the same function.
 
 Session start is excluded; every candidate runs untimed first (twice at the
 first size: Python workers start and import pyarrow, files are cached), then
 the candidates alternate.  Every
-wordcount is checked against ``collections.Counter``, every map against
-the other.  Beside each median: the peak resident set of Spark's Python
-workers during the timed runs (the largest over the worker processes, each
-process's high-water mark reset through ``/proc/PID/clear_refs`` before
-every run), which stays flat as the input grows when nothing holds a whole
-partition or output.
+wordcount is checked against ``collections.Counter`` (the seed's tokens,
+``lower`` and its regex, for the ``lower+regex`` candidates), every map
+against the others.  Beside each median: the peak resident set of the
+Spark Python workers that ran the job (the largest over the worker
+processes, not counting the idle ``pyspark.daemon``; each process's
+high-water mark reset through ``/proc/PID/clear_refs`` before every run and
+sampled every 0.2 s while it runs, so that workers which end with their job
+are counted), which stays flat as the input grows when nothing holds a
+whole partition or output.
 """
 
 from __future__ import annotations
@@ -72,6 +97,7 @@ import argparse
 import importlib.util
 import os
 import sys
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from operator import add
@@ -151,6 +177,79 @@ def docs_flow(from_rows: bool = False) -> Any:
     return flow
 
 
+#: The seed wordcount's tokens (seed 004): ``re.findall`` of this over the lower-cased line.
+SEED_TOKEN = r'[^\s!,.?":;0-9]+'
+#: What separates those tokens: splitting on it and dropping empty strings gives the same words.
+SEED_SEPARATORS = r'[\s!,.?":;0-9]+'
+
+
+def seed_counts(lines: list[str]) -> Counter[str]:
+    """The seed wordcount's counts of ``lines``, by its own functions (``lower``, ``findall``)."""
+    import re
+
+    pattern = re.compile(SEED_TOKEN)
+    counts: Counter[str] = Counter()
+    for line in lines:
+        counts.update(pattern.findall(line.lower()))
+    return counts
+
+
+def arrow_words(batch: Any) -> list[Any]:
+    """A record batch of lines -> one of their words: ``utf8_lower``, split on the separators."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lower = pc.utf8_lower(batch.column(0))
+    tokens = pc.list_flatten(pc.split_pattern_regex(lower, SEED_SEPARATORS))
+    return [pa.record_batch({"word": pc.filter(tokens, pc.not_equal(tokens, ""))})]
+
+
+def arrow_flow() -> Any:
+    """The wordcount with Arrow-native steps: lines -> words -> counts, all record batches."""
+    import timelypy.flow.operators as op
+    from timelypy.flow import Dataflow
+    from timelypy.flow.operators.arrow import aggregate_arrow, flat_map_arrow
+    from timelypy.flow.sinks import CaptureSink
+    from timelypy_spark import SparkInput
+
+    flow = Dataflow("arrow_wordcount")
+    lines = op.input("lines", flow, SparkInput())
+    words = flat_map_arrow("words", lines, arrow_words)
+    counts = aggregate_arrow("count", words, "word", [([], "count_all")])
+    op.output("out", counts, CaptureSink())
+    return flow
+
+
+def regex_dataframe_wordcount(spark: Any, paths: list[str]) -> dict[str, int]:
+    """The DataFrame doing the seed's tokenisation: ``lower``, split on the separators."""
+    from pyspark.sql import functions as F
+
+    words = spark.read.text(paths).select(
+        F.explode(F.split(F.lower("value"), SEED_SEPARATORS)).alias("word")
+    )
+    counts = words.where(F.col("word") != "").groupBy("word").count()
+    return {row["word"]: row["count"] for row in counts.collect()}
+
+
+def _partial_counts(batches: Iterator[Any]) -> Iterator[Any]:
+    """``mapInArrow``'s side of the no-engine Arrow wordcount: one partial count per batch."""
+    import pyarrow as pa
+
+    for batch in batches:
+        for words in arrow_words(batch):
+            counts = pa.Table.from_batches([words]).group_by("word", use_threads=False)
+            yield from counts.aggregate([([], "count_all")]).to_batches()
+
+
+def arrow_floor_wordcount(spark: Any, paths: list[str]) -> dict[str, int]:
+    """The same kernels with no engine: ``mapInArrow`` per batch, then a DataFrame ``sum``."""
+    from pyspark.sql import functions as F
+
+    partials = spark.read.text(paths).mapInArrow(_partial_counts, "word string, count_all long")
+    counts = partials.groupBy("word").agg(F.sum("count_all"))
+    return {row[0]: row[1] for row in counts.collect()}
+
+
 def parse_words(text: str) -> list[int]:
     """``"2M,10M,20M"`` -> ``[2000000, 10000000, 20000000]`` (whole multiples of the corpus).
 
@@ -208,7 +307,12 @@ def _descendants(root: int) -> list[int]:
 
 
 def python_workers() -> list[int]:
-    """The pids of this driver's Spark Python workers (``pyspark.daemon`` and its forks)."""
+    """The pids of this driver's Spark Python workers: the forks of ``pyspark.daemon``.
+
+    The daemon itself (the one whose parent is no Python worker) is left
+    out: it runs no task, and its resident set would set a floor under
+    every candidate's figure.
+    """
     pids = []
     for pid in _descendants(os.getpid()):
         try:
@@ -218,7 +322,16 @@ def python_workers() -> list[int]:
                 pids.append(pid)
         except OSError:
             continue
-    return pids
+    workers = set(pids)
+    return [pid for pid in pids if _parent(pid) in workers]
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
 
 
 def reset_peaks() -> None:
@@ -231,10 +344,10 @@ def reset_peaks() -> None:
             continue
 
 
-def peak_mb() -> float:
+def peak_mb(pids: list[int] | None = None) -> float:
     """The largest peak resident set (``VmHWM``) of the Python workers since the reset, MB."""
     peak = 0
-    for pid in python_workers():
+    for pid in python_workers() if pids is None else pids:
         try:
             with open(f"/proc/{pid}/status") as status:
                 for line in status:
@@ -245,22 +358,59 @@ def peak_mb() -> float:
     return peak / 1024
 
 
+#: Seconds between two looks at the Python workers while a candidate runs.
+SAMPLE_SECONDS = 0.2
+
+
 def with_peaks(fn: Callable[[], Any], peaks: list[float]) -> Callable[[], Any]:
-    """``fn``, recording the Python workers' peak resident set of each call in ``peaks``."""
+    """``fn``, recording the peak resident set of the workers that ran it in ``peaks``.
+
+    A worker that ends with its job (a barrier task's, a ``mapInArrow``
+    task's when Spark does not reuse it) is gone by the time ``fn``
+    returns, so a thread looks at the workers every :data:`SAMPLE_SECONDS`
+    while ``fn`` runs and keeps the largest ``VmHWM`` it saw (each
+    worker's high-water mark, reset before the run): the job's workers,
+    not the idle ones left after it.
+    """
 
     def call() -> Any:
         reset_peaks()
-        result = fn()
-        peaks.append(peak_mb())
+        seen = [0.0]
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.wait(SAMPLE_SECONDS):
+                seen[0] = max(seen[0], peak_mb())
+
+        sampler = threading.Thread(target=sample, name="rss-sampler", daemon=True)
+        sampler.start()
+        try:
+            result = fn()
+        finally:
+            done.set()
+            sampler.join()
+        peaks.append(max(seen[0], peak_mb()))
         return result
 
     return call
 
 
 def wordcount(
-    spark: Any, paths: list[str], cores: int, repeat: int, expected: Counter[str], warmup: int = 1
+    spark: Any,
+    paths: list[str],
+    cores: int,
+    repeat: int,
+    expected: Counter[str],
+    warmup: int = 1,
+    seed_expected: Counter[str] | None = None,
+    only: list[str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, list[float]]]:
-    """Time every wordcount candidate over ``paths``; return their stats and peaks."""
+    """Time every wordcount candidate over ``paths``; return their stats and peaks.
+
+    The candidates of :data:`SEED_TOKENS` count the seed's tokens and are
+    checked against ``seed_expected``; the others against ``expected``.
+    ``only`` keeps the candidates whose name holds one of its strings.
+    """
     import timelypy_spark
 
     sc = spark.sparkContext
@@ -305,6 +455,21 @@ def wordcount(
         finally:
             counts.unpersist()
 
+    def flow_arrow_steps() -> dict[str, int]:
+        counts = timelypy_spark.run_flow(
+            spark,
+            arrow_flow(),
+            spark.read.text(paths),
+            workers=cores,
+            row_type="arrow",
+            schema="word string, count_all long",
+            epoch_column=None,
+        )
+        try:
+            return {row[0]: row[1] for row in counts.collect()}
+        finally:
+            counts.unpersist()
+
     def floor() -> dict[str, int]:
         total: Counter[str] = Counter()
         for counts in lines().mapPartitions(floor_counts).collect():
@@ -319,7 +484,15 @@ def wordcount(
         FLOOR: floor,
         "pyspark rdd": lambda: pyspark_peer.rdd_wordcount(spark, paths),
         "pyspark dataframe": lambda: pyspark_peer.dataframe_wordcount(spark, paths),
+        ARROW_STEPS: flow_arrow_steps,
+        REGEX_FRAME: lambda: regex_dataframe_wordcount(spark, paths),
+        ARROW_FLOOR: lambda: arrow_floor_wordcount(spark, paths),
     }
+    if only:  # the peers the table's ratios are against always run
+        keep = [*only, "pyspark dataframe"]
+        candidates = {
+            name: fn for name, fn in candidates.items() if any(part in name for part in keep)
+        }
     peaks: dict[str, list[float]] = {name: [] for name in candidates}
     stats = measure_interleaved(
         {name: with_peaks(fn, peaks[name]) for name, fn in candidates.items()},
@@ -327,7 +500,8 @@ def wordcount(
         warmup=warmup,
     )
     for name, stat in stats.items():
-        if dict(stat.result) != dict(expected):
+        want = seed_expected if name in SEED_TOKENS else expected
+        if dict(stat.result) != dict(want or {}):
             raise AssertionError(f"{name} counted differently from collections.Counter")
     return stats, {name: values[-repeat:] for name, values in peaks.items()}
 
@@ -482,10 +656,16 @@ def output_heavy(
 def map_step(spark: Any, rows: int, cores: int, repeat: int) -> tuple[Any, Any]:
     """Time a DataFrame -> map -> DataFrame step: timelypy's Arrow path vs plain mapInArrow."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    import timelypy.flow.operators as op
     import timelypy_spark
+    from timelypy.flow import Dataflow
+    from timelypy.flow.operators.arrow import map_arrow
+    from timelypy.flow.sinks import CaptureSink
+    from timelypy_spark import SparkInput
 
     frame = spark.range(0, rows, numPartitions=cores).selectExpr(
         "id", "concat('w', cast(id % 1000 as string)) as word", "cast(id as double) * 0.5 as value"
@@ -521,23 +701,70 @@ def map_step(spark: Any, rows: int, cores: int, repeat: int) -> tuple[Any, Any]:
     def with_pyspark() -> tuple[Any, ...]:
         return summary(frame.mapInArrow(mapper, schema))
 
-    candidates = {"timelypy arrow": with_timelypy, "pyspark mapInArrow": with_pyspark}
+    def compute(batch: Any) -> Any:
+        # the same map as f, on whole columns: Arrow compute kernels, no row in Python
+        return pa.RecordBatch.from_arrays(
+            [
+                batch.column(0),
+                pc.utf8_upper(batch.column(1)),
+                pc.add(batch.column(2), 1.0),
+            ],
+            names=schema.names,
+        )
+
+    def compute_mapper(batches: Any) -> Any:
+        for batch in batches:
+            yield compute(batch)
+
+    def with_map_arrow() -> tuple[Any, ...]:
+        flow = Dataflow("map")
+        rows_in = op.input("rows", flow, SparkInput())
+        op.output("out", map_arrow("upper", rows_in, compute), CaptureSink())
+        result = timelypy_spark.run_flow(
+            spark, flow, frame, row_type="arrow", schema=schema, epoch_column=None
+        )
+        try:
+            return summary(result)
+        finally:
+            result.unpersist()
+
+    def with_pyspark_compute() -> tuple[Any, ...]:
+        return summary(frame.mapInArrow(compute_mapper, schema))
+
+    candidates = {
+        "timelypy arrow": with_timelypy,
+        "pyspark mapInArrow": with_pyspark,
+        MAP_ARROW: with_map_arrow,
+        MAP_IN_ARROW_COMPUTE: with_pyspark_compute,
+    }
     peaks: dict[str, list[float]] = {name: [] for name in candidates}
     stats = measure_interleaved(
         {name: with_peaks(fn, peaks[name]) for name, fn in candidates.items()},
         repeat=repeat,
         warmup=1,
     )
-    if stats["timelypy arrow"].result != stats["pyspark mapInArrow"].result:
-        raise AssertionError(
-            f"the map results differ: {stats['timelypy arrow'].result} vs "
-            f"{stats['pyspark mapInArrow'].result}"
-        )
+    results = {name: stat.result for name, stat in stats.items()}
+    if len(set(results.values())) != 1:
+        raise AssertionError(f"the map results differ: {results}")
     return stats, {name: values[-repeat:] for name, values in peaks.items()}
+
+
+#: The DataFrame map with an Arrow-native step (``map_arrow`` of ``pyarrow.compute``).
+MAP_ARROW = "timelypy map_arrow (compute)"
+#: Plain ``mapInArrow`` doing the same ``pyarrow.compute`` map.
+MAP_IN_ARROW_COMPUTE = "pyspark mapInArrow (compute)"
 
 
 #: The wordcount's no-engine candidate (see :func:`floor_counts`).
 FLOOR = "python floor (no engine)"
+#: The wordcount with Arrow-native steps (:func:`arrow_flow`).
+ARROW_STEPS = "timelypy arrow steps (lower+regex)"
+#: The DataFrame doing the same tokenisation (:func:`regex_dataframe_wordcount`).
+REGEX_FRAME = "pyspark dataframe (lower+regex)"
+#: The same Arrow kernels in plain ``mapInArrow``, no engine (:func:`arrow_floor_wordcount`).
+ARROW_FLOOR = "pyspark mapInArrow, same kernels (lower+regex)"
+#: The candidates that count the seed's tokens, not ``str.split``'s.
+SEED_TOKENS = frozenset({ARROW_STEPS, REGEX_FRAME, ARROW_FLOOR})
 
 
 def _median(values: list[float]) -> float:
@@ -598,14 +825,22 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         default="20M",
         help="records out of the output-heavy flow, e.g. 20M (0: skip it)",
     )
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="wordcount candidates whose name holds one of these comma-separated strings "
+        "(the DataFrame peer always runs), e.g. 'arrow,regex'",
+    )
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
+    only = [part.strip() for part in args.only.split(",")] if args.only else None
 
     import timelypy_spark
 
     base_lines = load_lines()
     base = Counter(word for line in base_lines for word in line.split())
-    sizes: list[tuple[int, list[str], Counter[str]]] = []
+    base_seed = seed_counts(base_lines)
+    sizes: list[tuple[int, list[str], Counter[str], Counter[str]]] = []
     if args.quick:
         lines = base_lines[: len(base_lines) // 10]
         quick_dir = ROOT / ".bench-data" / "spark-quick"
@@ -617,12 +852,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             path.write_text("\n".join(chunk) + "\n")
             paths.append(str(path))
         expected = Counter(word for line in lines for word in line.split())
-        sizes.append((sum(expected.values()), paths, expected))
+        sizes.append((sum(expected.values()), paths, expected, seed_counts(lines)))
     else:
         for words in parse_words(args.words or "2M"):
             factor = words // CORPUS_WORDS
             expected = Counter({word: n * factor for word, n in base.items()})
-            sizes.append((words, scaled_paths(factor), expected))
+            seed = Counter({word: n * factor for word, n in base_seed.items()})
+            sizes.append((words, scaled_paths(factor), expected, seed))
     repeat = 3 if args.quick else args.repeat
 
     # one partition per file (one file per core), for every candidate alike
@@ -641,9 +877,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     out_rows: list[dict[str, Any]] = []
     try:
         cores = spark.sparkContext.defaultParallelism
-        for index, (words, paths, expected) in enumerate(sizes):
+        for index, (words, paths, expected, seed) in enumerate(sizes):
             # the first size warms twice: each Python worker imports pyarrow and pandas once
-            stats, peaks = wordcount(spark, paths, cores, repeat, expected, 2 if index == 0 else 1)
+            stats, peaks = wordcount(
+                spark, paths, cores, repeat, expected, 2 if index == 0 else 1, seed, only
+            )
+            versus = {"vs reduceByKey": "pyspark rdd", "vs lower+regex DF": REGEX_FRAME}
             rows.extend(
                 _table_rows(
                     f"wordcount {words:,} words on {args.master}",
@@ -653,8 +892,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     "words/s",
                     "pyspark dataframe",
                     "vs DataFrame",
-                    FLOOR,
-                    {"vs reduceByKey": "pyspark rdd"},
+                    FLOOR if FLOOR in stats else None,
+                    {column: peer for column, peer in versus.items() if peer in stats},
                 )
             )
         out_records = parse_records(args.output_records)
@@ -685,6 +924,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     "rows/s",
                     "pyspark mapInArrow",
                     "vs mapInArrow",
+                    more={"vs mapInArrow (compute)": MAP_IN_ARROW_COMPUTE},
                 )
             )
     finally:
@@ -699,6 +939,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             "words/s",
             "worker peak RSS",
             "vs DataFrame",
+            "vs lower+regex DF",
             "vs reduceByKey",
             "vs floor",
         ],
@@ -715,7 +956,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         print()
         print_table(
             map_rows,
-            ["workload", "candidate", "median s", "rows/s", "worker peak RSS", "vs mapInArrow"],
+            [
+                "workload",
+                "candidate",
+                "median s",
+                "rows/s",
+                "worker peak RSS",
+                "vs mapInArrow",
+                "vs mapInArrow (compute)",
+            ],
             markdown=args.markdown,
         )
     return rows + out_rows + map_rows
