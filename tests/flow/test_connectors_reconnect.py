@@ -408,6 +408,40 @@ def test_a_redis_sink_waiting_for_its_server_leaves_the_worker_to_its_other_step
         assert got == list(range(600))  # none lost, none twice
 
 
+class Frozen:
+    """A server process stopped with SIGSTOP (it keeps its connections and answers nothing)."""
+
+    def __init__(self, server: Any) -> None:
+        self.process = server.process
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGSTOP)
+
+    def start(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
+
+@pytest.mark.timeout(300)
+def test_a_redis_sink_rides_out_a_server_that_stops_answering():
+    redis_py = pytest.importorskip("redis")
+    from timelypy.flow.connectors.redis_streams import RedisStreamSink
+
+    with redis_server() as server:
+        client = redis_py.Redis(**server.address, decode_responses=True, socket_timeout=30)
+        seen: list[int] = []
+        keys = ["f:0", "f:1"]
+        # the client's own socket timeout bounds each command the sink sends the frozen server
+        address = {**server.address, "socket_timeout": 0.3, "socket_connect_timeout": 0.3}
+        sink = RedisStreamSink(address, keys, connect_attempts=40, retry_seconds=0.05)
+        frozen = Frozen(server)
+        with WhileAway(frozen, lambda: _xlen(client, *keys) >= 60, seen, 25) as away:
+            run_main(_two_outputs("redis_frozen", 600, sink, seen), epoch_interval=EPOCH)
+        away.check()
+        got = sorted(int(f["n"]) for key in keys for _, f in client.xrange(key))
+        assert got == list(range(600))  # none lost, none twice: what the timed-out
+        # connections had sent ran before the redo's commands, and the redo deleted it
+
+
 # -- two processes: the outage survived, then the error that ends both -------------------------
 
 
