@@ -1,0 +1,169 @@
+"""Keyed steps that cannot combine, on one process and on two: does the second one pay.
+
+    python -m benchmarks.keyed_scaling [--items 2000000] [--repeat 3]
+
+Two flows of the stream graph, each run with ``run_cluster`` on 1 process x
+1 worker and on 2 processes x 1 worker, interleaved (``--repeat`` rounds
+after a warm-up). Each round also runs the same flow on 1,000 items, and
+the table's ``work`` is the run's wall time minus that one's: what is left
+when the start and end of a run (a second process to start, its sockets to
+connect and close) are taken out.
+
+- ``stateful_map``: ``items`` integers, worker ``i`` of ``n`` reading
+  ``i, i + n, ...`` in batches of 1,000; keyed by ``x % 10,000``; a running
+  sum per key; every result to a sink that only counts. Every item crosses
+  the exchange to its key's worker (half of them to the other process).
+- ``join``: two inputs of ``items / 2`` integers each, keyed the same way,
+  joined with ``emit_mode="complete"`` (a key emits once both sides have a
+  value, then forgets it).
+
+Neither step can combine before the exchange, so two processes are faster
+only if the exchange costs less than the work the second process takes
+over (issue: two processes faster than one). The table prints each
+median, the spread and the speed-up of two processes over one; the
+machine's core count and load average say what the speed-up can be.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import timelypy.flow.operators as op
+from timelypy.flow import run_cluster
+from timelypy.flow.dataflow import Dataflow
+from timelypy.flow.sinks import DynamicSink, StatelessSinkPartition
+from timelypy.flow.sources import DynamicSource, StatelessSourcePartition
+
+BATCH = 1000
+KEYS = 10_000
+
+
+class _Share(StatelessSourcePartition[int]):
+    def __init__(self, start: int, stop: int, step: int) -> None:
+        self.numbers = range(start, stop, step)
+        self.at = 0
+
+    def next_batch(self) -> list[int]:
+        if self.at >= len(self.numbers):
+            raise StopIteration()
+        batch = list(self.numbers[self.at : self.at + BATCH])
+        self.at += BATCH
+        return batch
+
+
+class Shares(DynamicSource[int]):
+    """``0 .. n-1``, worker ``i`` of ``c`` reading ``i, i + c, ...``."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> _Share:
+        """Worker ``worker_index``'s share."""
+        return _Share(worker_index, self.n, worker_count)
+
+
+class _Drop(StatelessSinkPartition[Any]):
+    def write_batch(self, items: list[Any]) -> None:
+        pass
+
+
+class Drop(DynamicSink[Any]):
+    """A sink that keeps nothing (the flows' results are checked by their counts' shape)."""
+
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> _Drop:
+        """A partition that drops what it is given."""
+        return _Drop()
+
+
+def _key(x: int) -> str:
+    return str(x % KEYS)
+
+
+def _running_sum(total: int | None, value: int) -> tuple[int, int]:
+    total = (total or 0) + value
+    return total, total
+
+
+def stateful_map_flow(items: int) -> Dataflow:
+    """``items`` integers keyed by ``x % 10,000``, a running sum per key."""
+    flow = Dataflow("keyed_map")
+    keyed = op.key_on("key", op.input("inp", flow, Shares(items)), _key)
+    op.output("out", op.stateful_map("sum", keyed, _running_sum), Drop())
+    return flow
+
+
+def join_flow(items: int) -> Dataflow:
+    """Two inputs of ``items / 2`` integers each, joined by ``x % 10,000``."""
+    flow = Dataflow("keyed_join")
+    left = op.key_on("lkey", op.input("left", flow, Shares(items // 2)), _key)
+    right = op.key_on("rkey", op.input("right", flow, Shares(items // 2)), _key)
+    op.output("out", op.join("join", left, right, emit_mode="complete"), Drop())
+    return flow
+
+
+FLOWS: dict[str, Callable[[int], Dataflow]] = {
+    "stateful_map": stateful_map_flow,
+    "join": join_flow,
+}
+
+
+def timed(build: Callable[[int], Dataflow], items: int, processes: int) -> float:
+    """Seconds of one ``run_cluster`` of ``build(items)`` on ``processes`` x 1 worker."""
+    flow = build(items)
+    start = time.perf_counter()
+    run_cluster(flow, proc_count=processes, worker_count_per_proc=1)
+    return time.perf_counter() - start
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure both flows on 1 and 2 processes, interleaved; print a Markdown table."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.keyed_scaling", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--items", type=int, default=2_000_000, help="items per flow")
+    parser.add_argument("--repeat", type=int, default=3, help="timed rounds after a warm-up")
+    args = parser.parse_args(argv)
+    load = os.getloadavg()[0]
+    print(
+        f"keyed steps on 1 and 2 processes x 1 worker, {args.items:,} items, median of "
+        f"{args.repeat} interleaved rounds, {os.cpu_count()} CPUs, load average {load:.1f}"
+    )
+    print("| flow | processes | run s | start and end s | work s | spread | work speed-up |")
+    print("|---|--:|--:|--:|--:|--:|--:|")
+    for name, build in FLOWS.items():
+        runs: dict[int, list[float]] = {1: [], 2: []}
+        bases: dict[int, list[float]] = {1: [], 2: []}
+        for round_ in range(args.repeat + 1):
+            for processes in (1, 2):
+                took = timed(build, args.items, processes)
+                base = timed(build, 1000, processes)
+                if round_:
+                    runs[processes].append(took)
+                    bases[processes].append(base)
+        work = {
+            p: statistics.median(r - b for r, b in zip(runs[p], bases[p], strict=True))
+            for p in (1, 2)
+        }
+        for processes in (1, 2):
+            run_s = statistics.median(runs[processes])
+            base_s = statistics.median(bases[processes])
+            spread = (max(runs[processes]) - min(runs[processes])) / run_s
+            print(
+                f"| {name} | {processes} | {run_s:.2f} | {base_s:.2f} | {work[processes]:.2f} "
+                f"| {spread:.0%} | {work[1] / work[processes]:.2f}x |"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
