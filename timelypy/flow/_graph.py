@@ -173,7 +173,7 @@ class GraphBuilder:
 
     def _keyed(self, step: Step, spec: KeyedSpec) -> None:
         from timelypy.flow._keyed import aligned_marks, keyed_operator
-        from timelypy.flow.steps import combine_epoch, keyed_check
+        from timelypy.flow.steps import combine_epoch, keyed_check, take_chain
 
         check = keyed_check(step)
         step_id = step.step_id
@@ -193,11 +193,26 @@ class GraphBuilder:
                 self.extend(up, step, spec.prepare(step_id), out)
                 up = out
                 check = _no_check  # what prepare makes is (str, value) already
-            stream = self.materialize(up, step)
-        if spec.combine is not None and self.worker.peers > 1:
-            local = dataclasses.replace(step, logic=(spec.combine,))
-            stream = combine_epoch(stream, f"{step_id}.local", local, Pipeline(), None, check=True)
-            check = _no_check
+            if spec.combine is None:
+                stream = self.materialize(up, step)
+            else:
+                # Combined per epoch on this worker first (on one worker too), the
+                # stateless steps before it run inside the fold (steps.combine_epoch).
+                stream, prelude = take_chain(self, up, step)
+                local = dataclasses.replace(step, logic=(spec.combine,))
+                name = "+".join(
+                    [*(part.step_id for part, _ in prelude if part is not step), f"{step_id}.local"]
+                )
+                stream = combine_epoch(
+                    stream,
+                    name,
+                    local,
+                    Pipeline(),
+                    None,
+                    check=check is not _no_check,
+                    prelude=prelude,
+                )
+                check = _no_check
         logic = spec.make(step_id)
         if len(step.outs) == 3 and hasattr(logic, "emit_late"):
             # a window step: what nobody reads is not made

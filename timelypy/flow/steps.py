@@ -413,7 +413,12 @@ def combine_epoch(
                         return
             except Exception as exc:
                 _raise_from(current, fn, worker, epoch, exc)
-            fold(epoch, acc, items)
+            try:
+                fold(epoch, acc, items)
+            except Exception as exc:
+                if step.form != "graph" or isinstance(exc, (StateKeyError, StepError)):
+                    raise
+                raise step_error(step.step_id, worker, epoch, "the reducer", exc) from exc
 
         def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
             for cap, items in inp:
