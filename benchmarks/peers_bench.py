@@ -12,6 +12,13 @@ Workloads (full size; ``--quick`` uses a 10x smaller slice and 3 repeats):
 - ``epoch_round_trip``: 100,000 epochs of one record each through
   ``add_one`` (``x + 1``) to the output; throughput counts epochs.
 
+bytewax is measured at two input batch sizes, 1,000 and 10,000 records
+(``--batch-size`` to choose), each written two ways: with the per-item
+operators (``op.map``/``op.filter``, ``op.flat_map`` + ``op.count_final``)
+and with bytewax's own batch API (``op.flat_map_batch``, one Python call
+per batch; then ``op.reduce_final`` of per-batch counts for the wordcount).
+Every bytewax row names its operators and batch size.
+
 For each workload the candidates are timed interleaved (one run of each in
 turn, ``--repeat`` rounds after one untimed warm-up round), every candidate's
 result is checked against the plain-Python result, and the table quotes the
@@ -23,6 +30,7 @@ Spark session is started once, before and outside all timings.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import logging
 import os
@@ -112,7 +120,7 @@ def _require(module: str, flag: str, extra: str) -> None:
 
 
 def build_workloads(
-    *, scale: int, spark: Any, bytewax: bool, batch_size: int, tmp: Path
+    *, scale: int, spark: Any, bytewax: bool, batch_sizes: Sequence[int], tmp: Path
 ) -> list[Workload]:
     """Load the inputs (divided by ``scale``) and bind every candidate to them."""
     ints = list(range(MAP_FILTER_RECORDS // scale))
@@ -131,11 +139,23 @@ def build_workloads(
     wordcount: dict[str, Callable[[], Any]] = {"plain": lambda: plain.wordcount(lines)}
     round_trip: dict[str, Callable[[], Any]] = {"plain": lambda: plain.epoch_round_trip(epochs)}
     if bytewax:
-        map_filter["bytewax"] = lambda: bytewax_peer.map_filter(
-            ints, triple, is_even, batch_size=batch_size
+        for size in batch_sizes:
+            batch = f"batch {size:,}"
+            map_filter[f"bytewax op.map+op.filter, {batch}"] = functools.partial(
+                bytewax_peer.map_filter, ints, triple, is_even, batch_size=size
+            )
+            map_filter[f"bytewax op.flat_map_batch, {batch}"] = functools.partial(
+                bytewax_peer.map_filter_batch, ints, triple, is_even, batch_size=size
+            )
+            wordcount[f"bytewax op.flat_map+op.count_final, {batch}"] = functools.partial(
+                bytewax_peer.wordcount, lines, batch_size=size
+            )
+            wordcount[f"bytewax op.flat_map_batch+op.reduce_final, {batch}"] = functools.partial(
+                bytewax_peer.wordcount_batch, lines, batch_size=size
+            )
+        round_trip["bytewax op.map, batch 1 (an epoch per record)"] = lambda: (
+            bytewax_peer.epoch_round_trip(epochs)
         )
-        wordcount["bytewax"] = lambda: bytewax_peer.wordcount(lines, batch_size=batch_size)
-        round_trip["bytewax"] = lambda: bytewax_peer.epoch_round_trip(epochs)
     if spark is not None:
         wordcount["pyspark rdd"] = lambda: pyspark_peer.rdd_wordcount(spark, paths)
         wordcount["pyspark dataframe"] = lambda: pyspark_peer.dataframe_wordcount(spark, paths)
@@ -158,8 +178,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--batch-size",
         type=int,
-        default=bytewax_peer.DEFAULT_BATCH_SIZE,
-        help="records per bytewax input batch (%(default)s)",
+        action="append",
+        default=None,
+        help="records per bytewax input batch, repeatable (default: "
+        + " and ".join(f"{size:,}" for size in bytewax_peer.BATCH_SIZES)
+        + ")",
     )
     parser.add_argument("--master", default="local[2]", help="Spark master (%(default)s)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
@@ -172,6 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _require("pyspark", "--no-spark", "spark")
     scale = 10 if args.quick else 1
     repeat = args.repeat or (3 if args.quick else 5)
+    batch_sizes = args.batch_size or list(bytewax_peer.BATCH_SIZES)
 
     spark = None
     with tempfile.TemporaryDirectory(prefix="timelypy-peers-") as tmp:
@@ -183,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 scale=scale,
                 spark=spark,
                 bytewax=not args.no_bytewax,
-                batch_size=args.batch_size,
+                batch_sizes=batch_sizes,
                 tmp=Path(tmp),
             )
             rows: list[list[str]] = []
@@ -203,7 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"peers, {'quick (1/10 size)' if args.quick else 'full size'}, median of {repeat} "
         f"interleaved runs, {os.cpu_count()} CPUs, {', '.join(versions)}, "
-        f"bytewax batch {args.batch_size}, Spark {args.master}"
+        f"bytewax batches of {' and '.join(f'{size:,}' for size in batch_sizes)} records "
+        f"(each row names its batch size and operators), Spark {args.master}"
     )
     print()
     print_table(rows, COLUMNS, markdown=args.markdown)

@@ -59,7 +59,14 @@ keeps reading up to ``MAX_OPEN_EPOCHS`` ahead; and bytewax sets no
 per commit: ``strace -f -c`` counted 321 ``fsync`` calls in a 100-epoch run),
 where timelypy's connections use ``synchronous=NORMAL`` (16 ``fdatasync`` in
 the same run: no sync at commit, durable against a crashed process but not a
-crashed machine).
+crashed machine).  So that the comparison is at equal durability too, two
+more candidates sync every commit (``synchronous=FULL``, which timelypy has
+no setting for: :func:`synced_commits` opens the store's partitions that
+way): ``timelypy recovery commit 0, synced`` (a commit at every check, each
+synced: bytewax's durability, the row to compare with ``bytewax recovery``)
+and ``timelypy recovery synced`` (the 50 ms group commit, each commit
+synced).  The ``speed vs bytewax`` of the unsynced rows compares unequal
+durability and says so only through their names.
 
 Checks. Outputs are compared as multisets with plain Python's:
 ``(epoch, word, count)`` for timelypy, ``(word, count)`` for bytewax (whose
@@ -104,6 +111,7 @@ against SQLite's few long ones: without it SQLite's share is larger still.
 
 from __future__ import annotations
 
+import contextlib
 import cProfile
 import functools
 import logging
@@ -114,7 +122,7 @@ import sqlite3
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -146,7 +154,7 @@ from benchmarks.peers import bytewax_peer
 from benchmarks.runtime_bench import machine
 from benchmarks.runtime_profile import CPROFILE_COLUMNS, profile_rows
 from timelypy.flow import Dataflow, run
-from timelypy.recovery import RecoveryConfig, RecoveryStore, create_store
+from timelypy.recovery import COMMIT_SECONDS, RecoveryConfig, RecoveryStore, create_store
 
 logger = logging.getLogger("benchmarks.recovery_bench")
 
@@ -172,6 +180,11 @@ COLUMNS = [
 ]
 
 # -- the candidates -----------------------------------------------------------------
+
+#: timelypy at bytewax's durability: a commit at every check, each synced (FULL).
+SYNCED = "timelypy recovery commit 0, synced"
+#: The group commit (every 50 ms) at that durability: each commit synced.
+SYNCED_GROUP = "timelypy recovery synced"
 
 
 def running_flow() -> Dataflow:
@@ -200,6 +213,37 @@ def timelypy_running(
             else RecoveryConfig(store, commit_interval=commit_interval)
         )
     return list(run(running_flow(), pairs, recovery_config=config))
+
+
+@contextlib.contextmanager
+def synced_commits() -> Iterator[None]:
+    """Every partition of a timelypy store commits with ``synchronous=FULL`` while inside.
+
+    timelypy's partition 0 (the only one of a one-partition store) commits
+    with ``synchronous=NORMAL``: its log is synced at checkpoints, not at
+    every commit.  bytewax's store syncs every commit (SQLite's default,
+    FULL).  timelypy has no setting for that, so the bench swaps the store's
+    connection function for one that opens every partition with
+    ``durable=True`` (``synchronous=FULL``), for the ``synced`` candidates:
+    the same durability as bytewax's, a sync per commit.
+    """
+    from timelypy.recovery import _sqlite
+    from timelypy.recovery import store as store_module
+
+    original = store_module._connect
+    store_module._connect = lambda path: _sqlite.connect(path, durable=True)
+    try:
+        yield
+    finally:
+        store_module._connect = original
+
+
+def timelypy_synced(
+    pairs: Sequence[tuple[int, tuple[str, int]]], store: Path | None, commit_interval: float
+) -> list[Any]:
+    """:func:`timelypy_running` against ``store``, every commit synced (:func:`synced_commits`)."""
+    with synced_commits():
+        return timelypy_running(pairs, store, commit_interval=commit_interval)
 
 
 def bytewax_running(
@@ -460,6 +504,20 @@ def build_workload(
         "timelypy recovery commit 0": Candidate(
             "timelypy",
             lambda store: timelypy_running(pairs, store, commit_interval=0),
+            from_pairs,
+            new_store=new_timelypy_store,
+            problems=timelypy_store_problems,
+        ),
+        SYNCED: Candidate(
+            "timelypy",
+            lambda store: timelypy_synced(pairs, store, 0),
+            from_pairs,
+            new_store=new_timelypy_store,
+            problems=timelypy_store_problems,
+        ),
+        SYNCED_GROUP: Candidate(
+            "timelypy",
+            lambda store: timelypy_synced(pairs, store, COMMIT_SECONDS),
             from_pairs,
             new_store=new_timelypy_store,
             problems=timelypy_store_problems,

@@ -26,8 +26,8 @@ def test_quick_mode_runs_and_verifies_every_result(tmp_path, capsys):
     args = ["--quick", "--scale", "10000", "--repeat", "1", "--dir", str(tmp_path)]
     assert recovery_bench.main(args + ([] if HAS_BYTEWAX else ["--no-bytewax"])) == 0
     out = capsys.readouterr().out
-    candidates = 6 if HAS_BYTEWAX else 4
-    stores = 3 if HAS_BYTEWAX else 2
+    candidates = 8 if HAS_BYTEWAX else 6
+    stores = 5 if HAS_BYTEWAX else 4
     workloads = len(recovery_bench.WORKLOADS)
     # warm-up and the one timed round are both checked, for every candidate
     checked = re.search(r"checked before quoting: (\d+) results .*, (\d+) recovery stores", out)
@@ -36,7 +36,12 @@ def test_quick_mode_runs_and_verifies_every_result(tmp_path, capsys):
         2 * candidates * workloads,
         2 * stores * workloads,
     )
-    for name in ("timelypy recovery", "timelypy recovery commit 0"):
+    for name in (
+        "timelypy recovery",
+        "timelypy recovery commit 0",
+        recovery_bench.SYNCED,
+        recovery_bench.SYNCED_GROUP,
+    ):
         assert re.search(rf"1000_epochs +{name} .* MB", out), out
     if HAS_BYTEWAX:
         assert re.search(r"small_epochs +bytewax recovery .* MB", out), out
@@ -69,7 +74,7 @@ def test_bytewax_epochs_match_timelypys_and_its_store_is_checked(tmp_path, words
     assert w.epochs == 18  # 120 words in epochs of 7
     w.measure(repeat=1, root=tmp_path)
     w.check()
-    assert w.checked == {"results": 12, "stores": 6}
+    assert w.checked == {"results": 16, "stores": 10}
     # a store that saw one epoch fewer is caught by its recorded frontier
     problems = recovery_bench.bytewax_store_problems
     w.candidates["bytewax recovery"].problems = lambda d, epochs, final: problems(
@@ -78,3 +83,23 @@ def test_bytewax_epochs_match_timelypys_and_its_store_is_checked(tmp_path, words
     w.measure(repeat=1, root=tmp_path)
     with pytest.raises(AssertionError, match=r"worker frontiers \[20\], expected \[19\]"):
         w.check()
+
+
+def test_the_synced_candidates_sync_every_commit_and_only_they_do(tmp_path):
+    from timelypy.recovery import create_store
+    from timelypy.recovery import store as store_module
+
+    create_store(tmp_path, 1)
+    path = tmp_path / "part-0.sqlite3"
+
+    def synchronous() -> int:
+        conn = store_module._connect(path)
+        try:
+            return int(conn.execute("PRAGMA synchronous").fetchone()[0])
+        finally:
+            conn.close()
+
+    assert synchronous() == 1  # NORMAL: partition 0 as timelypy opens it
+    with recovery_bench.synced_commits():
+        assert synchronous() == 2  # FULL: a sync per commit, as bytewax's store
+    assert synchronous() == 1
