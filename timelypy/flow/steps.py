@@ -6,19 +6,23 @@ with :func:`~timelypy.dataflow.operators.generic.unary` /
 exactly as a user's own operator would be written:
 
 * :func:`stateless_chain` -- consecutive stateless steps (``map``,
-  ``flat_map``, ``filter``, ``filter_map``, ``inspect``, ``inspect_epoch``)
-  fused into one operator that applies each step to a whole batch in turn
-  (one activation and one progress update per batch, not per step);
+  ``flat_map``, ``filter``, ``filter_map``, ``map_batch``,
+  ``flat_map_batch``, ``inspect``, ``inspect_epoch``) fused into one
+  operator that applies each step to a whole batch in turn (one activation
+  and one progress update per batch, not per step); a run of per-item
+  steps is one comprehension (:mod:`timelypy.flow._fused`);
 * :func:`combine_epoch` -- ``reduce_epoch``'s fold per epoch and key, used
-  twice: on the sending worker before the exchange and on the key's worker
-  after it;
+  twice: on the sending worker before the exchange, where it takes the
+  stateless steps before it into its fold (:func:`checked_fold`), and on
+  the key's worker after it; :func:`reduce_epoch` builds the two;
 * :func:`keyed_step` -- ``reduce`` and ``stateful_map``: state per key,
   items applied in epoch order, eagerly within the frontier epoch;
 * :func:`output_sink` -- a ``capture`` step's writer.
 
 Operators are named after their step IDs (``count``, ``count.local``; a
-fused chain ``lower+tokenize+map``), and an error raised by your logic gets
-a note naming the exact step, so it names the step and the worker.
+fused chain ``lower+tokenize+map``, a fold with its chain
+``lower+tokenize+map+count``), and an error raised by your logic gets a
+note naming the exact step, so it names the step and the worker.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ __all__ = [
     "keyed_check",
     "route_by_key",
     "combine_epoch",
+    "checked_fold",
     "reduce_epoch",
     "take_chain",
     "keyed_step",
