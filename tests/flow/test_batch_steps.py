@@ -434,3 +434,62 @@ def test_the_batch_wordcount_example(tmp_path, args):
     pairs = [(i // per, line) for i, line in enumerate(LINES)]
     expected = sorted(reference_counts(pairs))
     assert printed == [f"{e} {w} {n}" for e, w, n in expected]
+
+
+# -- the stream graph's per-epoch combine, one worker too -----------------------------------
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_graph_reducer_raising_in_the_combine_is_a_step_error(threads):
+    from timelypy.flow.testing import cluster_main
+
+    def boom(a: int, b: int) -> int:
+        raise ArithmeticError("no sums")
+
+    flow = Dataflow("g")
+    s = op.input("inp", flow, TestingSource([("a", 1), ("a", 2)], batch_size=2))
+    op.output("out", op.reduce_final("sum", s, boom), TestingSink([]))
+    with pytest.raises(StepError, match=r"step 'g.sum' on worker \d, epoch 0: the reducer") as info:
+        cluster_main(flow, [], 0, worker_count_per_proc=threads, epoch_interval=ZERO)
+    assert isinstance(info.value.__cause__, ArithmeticError)
+
+
+@pytest.mark.parametrize("item", [(1, 2), ("a", 1, 2), ["a", 1]])
+def test_a_graph_combine_with_steps_before_it_refuses_a_bad_item(item):
+    flow = Dataflow("g")
+    s = op.input("inp", flow, TestingSource([("b", 1), item]))
+    s = op.map("same", s, lambda x: x)
+    s = op.filter("all", s, lambda x: True)
+    op.output("out", op.count_final("count", s, lambda kv: kv), TestingSink([]))
+    op.output("out2", op.reduce_final("sum", s, add), TestingSink([]))
+    with pytest.raises((StateKeyError, StepError)):
+        run_main(flow, epoch_interval=ZERO)
+
+    flow = Dataflow("g")
+    s = op.input("inp", flow, TestingSource([("b", 1), item]))
+    s = op.map("same", s, lambda x: x)
+    op.output("out", op.reduce_final("sum", s, add), TestingSink([]))
+    with pytest.raises(
+        StateKeyError, match=rf"step 'g.sum' \(reduce_final\) .* {re.escape(repr(item))}"
+    ):
+        run_main(flow, epoch_interval=ZERO)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_graph_finals_after_fused_steps_on_every_backend(backend, tmp_path):
+    def build(flow: Dataflow) -> dict[str, Any]:
+        lines = op.input("lines", flow, TestingSource(LINES, batch_size=3))
+        words = op.flat_map("split", op.map("lower", lines, str.lower), WORD.findall)
+        pairs = op.map("pair", op.filter("long", words, lambda w: len(w) > 2), lambda w: (w, 1))
+        return {
+            "sum": op.reduce_final("sum", pairs, add),
+            "max": op.max_final("max", op.map_value("len", pairs, lambda one: one)),
+            "count": op.count_final("count", words, lambda w: w),
+        }
+
+    out = collect(backend, tmp_path, build)
+    words = WORD.findall(" ".join(LINES).lower())
+    long_words = Counter(w for w in words if len(w) > 2)
+    assert sorted(out["sum"]) == sorted(long_words.items())
+    assert sorted(out["max"]) == sorted((w, 1) for w in long_words)
+    assert sorted(out["count"]) == sorted(Counter(words).items())
