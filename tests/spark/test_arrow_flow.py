@@ -175,3 +175,37 @@ def test_a_stateless_flow_that_raises_fails_the_spark_job_with_the_step_named(sp
     )
     with pytest.raises(Exception, match=r"(?s)'map\.upper'.*no such luck"):
         result.collect()
+
+
+def test_the_arrow_wordcount_example_counts_the_zen():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    example = root / "examples" / "spark_arrow_wordcount.py"
+    result = subprocess.run(
+        [sys.executable, str(example), "--copies", "300", "--master", "local[2]", "--top", "3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    import codecs
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):  # importing `this` prints the Zen
+        import this
+
+    zen = codecs.decode(this.s, "rot13").splitlines()
+    words = Counter(word for line in zen for word in re.findall(r"[a-z']+", line.lower()))
+    total = 300 * sum(words.values())
+    assert f"Counted {total:,} words of {len(words)} distinct" in out
+    assert "by 2 timelypy workers on local[2], in epoch(s) [0]" in out
+    top = sorted(words.items(), key=lambda pair: (-pair[1], pair[0]))[:3]
+    for word, n in top:
+        assert f"  {word} {300 * n:,}\n" in out
+    assert f"counted {300 * words['better']:,} = {words['better']} x 300." in out
+    assert re.search(r"first run: [\d.]+ s\nwarm run: [\d.]+ s", out)
