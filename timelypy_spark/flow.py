@@ -80,7 +80,7 @@ from timelypy_spark.arrow import (
 )
 from timelypy_spark.cluster import default_workers, spark_context
 from timelypy_spark.driver import AttemptService, BarrierStage
-from timelypy_spark.epochs import Epochs, memory_mb
+from timelypy_spark.epochs import Epochs
 from timelypy_spark.io import (
     BATCH,
     Reader,
@@ -93,6 +93,7 @@ from timelypy_spark.io import (
     run_streaming,
     sample_records,
     session_of,
+    sort_memory_mb,
 )
 from timelypy_spark.recovery import RemoteStore, StoreService
 from timelypy_spark.task import EmitRecords, StreamProgram, TaskCancelled, TaskContext
@@ -335,7 +336,8 @@ def _gangless_frame(
 ) -> Any:
     """``frame.mapInArrow(task, schema)``: each task runs the flow on one worker of its own."""
     frame, _ = as_frame(source, workers)
-    epochs = Epochs.of(epoch_of, epoch_length, presorted=presorted)
+    memory = sort_memory_mb(spark_context(spark), epoch_of, presorted)
+    epochs = Epochs.of(epoch_of, epoch_length, presorted=presorted, sort_memory_mb=memory)
     if schema is None:
         schema = _sample_schema(
             spark, flow, source, None, epoch_of, epoch_length, presorted, "arrow"
@@ -673,7 +675,10 @@ def _flow_input(
                 "without flow.input to read an RDD or a DataFrame"
             )
         epochs = Epochs.of(
-            epoch_of, epoch_length, presorted=presorted, sort_memory_mb=memory_mb(sc.getConf())
+            epoch_of,
+            epoch_length,
+            presorted=presorted,
+            sort_memory_mb=sort_memory_mb(sc, epoch_of, presorted),
         )
         if arrow and is_frame(source):
             frame, partitions = as_frame(source, workers)

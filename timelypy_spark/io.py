@@ -65,7 +65,7 @@ from timelypy_spark._compat import java_dataset, run_map_stage, shuffle_pickled_
 from timelypy_spark.arrow import BatchReader, BatchWriter, infer_schema, output_schema
 from timelypy_spark.cluster import spark_context
 from timelypy_spark.driver import AttemptService, BarrierStage, run_barrier
-from timelypy_spark.epochs import Epochs, memory_mb
+from timelypy_spark.epochs import DEFAULT_SORT_MEMORY_MB, Epochs, memory_mb
 from timelypy_spark.task import EmitRecords, StreamProgram, TaskContext
 
 __all__ = [
@@ -136,7 +136,7 @@ def run(
         epoch_of,
         epoch_length,
         presorted=presorted,
-        sort_memory_mb=memory_mb(sc.getConf()),
+        sort_memory_mb=sort_memory_mb(sc, epoch_of, presorted),
         epoch_size=epoch_size,
     )
     kind = output_kind(output, schema, collect)
@@ -169,6 +169,18 @@ def run(
     if kind != "frame":
         return result
     return session_of(spark).createDataFrame(result, schema)
+
+
+def sort_memory_mb(sc: Any, epoch_of: Any, presorted: bool) -> int:
+    """The memory a task may sort its partition in: read only when a sort will happen.
+
+    ``sc.getConf()`` copies the whole configuration through py4j, one call
+    per entry (about 0.1 s, more on a busy machine), so it is read only
+    when records have an ``epoch_of`` and are not ``presorted``.
+    """
+    if epoch_of is None or presorted:
+        return DEFAULT_SORT_MEMORY_MB
+    return memory_mb(sc.getConf())
 
 
 def output_kind(output: str | None, schema: Any, collect: bool) -> str:
