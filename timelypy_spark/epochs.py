@@ -1,8 +1,8 @@
 """Epochs for Spark records: from the record or from the clock, never from a count.
 
-An epoch must mean the same data on every worker (``docs/DESIGN.md`` §6,
-the Timely model): epoch 3 is "the records whose time is 3", whichever partition
-they are in.  A count of records per partition ("a new epoch every k
+An epoch must mean the same data on every worker (the Timely model; see
+``docs/flow_epochs.md``, "Epochs"): epoch 3 is "the records whose time is 3",
+whichever partition they are in.  A count of records per partition ("a new epoch every k
 records") breaks that, because every partition is a different size, so
 epoch 3 of one worker and epoch 3 of another hold unrelated records.  The
 Spark functions (:func:`timelypy_spark.run`, :func:`timelypy_spark.run_flow`)
