@@ -119,6 +119,33 @@ def test_the_readmes_links_into_the_docs_reach_a_page_and_heading(site):
             )
 
 
+#: Where the project names a guide as ``docs/NAME.md`` in prose (docstrings, comments,
+#: the README): every name must still be a page after guides are split or renamed.
+NAMING_GUIDES = [
+    "README.md",
+    "CHANGELOG.md",
+    "timelypy",
+    "timelypy_spark",
+    "examples",
+    "benchmarks",
+]
+
+
+def test_every_guide_the_code_and_readme_name_exists():
+    named, missing = 0, []
+    for top in NAMING_GUIDES:
+        where = ROOT / top
+        paths = [where] if where.is_file() else [*where.rglob("*.py"), *where.rglob("*.md")]
+        for path in sorted(paths):
+            for number, line in enumerate(path.read_text().splitlines(), start=1):
+                for name in re.findall(r"\bdocs/([\w/]+\.md)", line):
+                    named += 1
+                    if not (ROOT / "docs" / name).is_file():
+                        missing.append(f"{path.relative_to(ROOT)}:{number}: docs/{name}")
+    assert named > 20
+    assert not missing, "these name guides that are not in docs/:\n" + "\n".join(missing)
+
+
 def test_flow_api_page_documents_dataflow_and_its_steps(site):
     flow = page(site, "api/flow")
     assert 'id="timelypy.flow.dataflow.Dataflow"' in flow
