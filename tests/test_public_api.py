@@ -31,6 +31,8 @@ USER_CONSTANTS = {
     "timelypy.flow.operators.windowing": {"UTC_MAX", "UTC_MIN", "TOMBSTONES"},
     # the table a PostgresSink keeps its committed epochs in, in the user's database
     "timelypy.flow.connectors.postgres": {"EPOCHS_TABLE"},
+    # the aggregations aggregate_arrow accepts (docs/arrow.md lists them from it)
+    "timelypy.flow.operators.arrow": {"AGGREGATIONS"},
 }
 
 PUBLIC: dict[str, list[str]] = {
@@ -345,6 +347,13 @@ PUBLIC: dict[str, list[str]] = {
         "stateful",
         "stateful_flat_map",
         "stateful_map",
+    ],
+    "timelypy.flow.operators.arrow": [
+        "AGGREGATIONS",
+        "aggregate_arrow",
+        "filter_arrow",
+        "flat_map_arrow",
+        "map_arrow",
     ],
     "timelypy.flow.operators.helpers": ["map_dict_value"],
     "timelypy.flow.operators.windowing": [
