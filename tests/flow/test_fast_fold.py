@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from timelypy.errors import StateKeyError
 from timelypy.flow import Dataflow, run, run_cluster
-from timelypy.flow.steps import _fold, checked_fold, keyed_check
+from timelypy.flow._folds import _fold, checked_fold, keyed_check
 
 _MISSING = object()
 

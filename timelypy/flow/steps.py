@@ -28,7 +28,6 @@ note naming the exact step, so it names the step and the worker.
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import add, itemgetter
 from typing import TYPE_CHECKING, Any
 from zlib import crc32
 
@@ -39,15 +38,9 @@ from timelypy.dataflow.notificator import EagerNotificator
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import FlowError, StateKeyError, StepError
 from timelypy.flow import _batch
-from timelypy.flow._batch import BatchRefused
-from timelypy.flow._fused import (
-    FOLD_CHECK,
-    FOLD_UNPACK,
-    FusedRun,
-    PerItem,
-    per_item,
-    runs,
-)
+from timelypy.flow._folds import _fold, checked_fold, keyed_check
+from timelypy.flow._fused import FusedRun, PerItem, per_item, runs
+from timelypy.flow._step_errors import noted, raise_from, step_error
 from timelypy.flow.dataflow import Step
 from timelypy.flow.state import StepState
 
@@ -62,6 +55,7 @@ __all__ = [
     "route_by_key",
     "combine_epoch",
     "checked_fold",
+    "step_error",
     "reduce_epoch",
     "take_chain",
     "keyed_step",
@@ -70,15 +64,8 @@ __all__ = [
 
 #: A step applied to one batch: ``fn(epoch, items) -> items``.
 BatchFn = Callable[[int, list[Any]], list[Any]]
-#: ``fold(epoch, acc, items)``: fold a batch of ``(key, value)`` items into ``acc``.
-Fold = Callable[[int, dict[str, Any], list[Any]], None]
 
 _MISSING = object()
-_first = itemgetter(0)
-
-
-def _noted(exc: BaseException, step_id: str, operator: str, what: str) -> None:
-    exc.add_note(f"in step {step_id!r} ({operator}): {what}")
 
 
 def batch_function(step: Step) -> BatchFn:
@@ -116,94 +103,9 @@ def batch_function(step: Step) -> BatchFn:
     raise AssertionError(f"not a stateless operator: {op}")
 
 
-def _bad_item(items: list[Any]) -> Any:
-    for item in items:
-        if type(item) is not tuple or len(item) != 2 or type(item[0]) is not str:
-            return item
-    return _MISSING
-
-
-def keyed_check(step: Step) -> BatchFn:
-    """Check that every item of a batch is ``(str, value)`` before it enters keyed ``step``.
-
-    Three passes in C (types, lengths, key types) rather than a Python
-    loop; the slow scan runs only to name the offending item.  Each pass
-    counts matches in a list (``list(map(type, items)).count(tuple)``),
-    which compares types by identity first: about 37 ns an item against 52
-    for building a set of the types and comparing it (a batch of 10,000
-    ``(word, 1)`` items).
-    """
-
-    def check(epoch: int, items: list[Any]) -> list[Any]:
-        n = len(items)
-        if (
-            list(map(type, items)).count(tuple) != n
-            or list(map(len, items)).count(2) != n
-            or list(map(type, map(_first, items))).count(str) != n
-        ):
-            error = _refusal(step, epoch, items)
-            if error is not None:
-                raise error
-        return items
-
-    return check
-
-
-def _refusal(step: Step, epoch: int, items: list[Any]) -> StateKeyError | None:
-    """The :class:`StateKeyError` for the first item of ``items`` that is not ``(str, value)``."""
-    bad = _bad_item(items)
-    if bad is _MISSING:
-        return None
-    kind = (
-        f"a key of type {type(bad[0]).__name__}"
-        if type(bad) is tuple and len(bad) == 2
-        else f"a {type(bad).__name__}"
-    )
-    return StateKeyError(
-        f"step {step.step_id!r} ({step.operator}) takes (key, value) 2-tuples with a str state "
-        f"key, but got {bad!r} ({kind}) at epoch {epoch}; map items to "
-        "(str(key), value) before this step"
-    )
-
-
 def route_by_key(item: tuple[str, Any]) -> int:
     """The stable hash of an item's state key: CRC-32 of its UTF-8 bytes."""
     return crc32(item[0].encode("utf-8", "surrogatepass"))
-
-
-def step_error(step_id: str, worker: int, epoch: Any, what: str, exc: BaseException) -> StepError:
-    """The :class:`StepError` for ``exc`` raised by the user's ``what`` in ``step_id``."""
-    return StepError(
-        f"step {step_id!r} on worker {worker}, epoch {epoch}: {what} raised "
-        f"{type(exc).__name__}: {exc}"
-    )
-
-
-def _failure(step: Step | None, fn: Any, worker: int, epoch: int, exc: Exception) -> Exception:
-    """The error to raise for ``exc``, raised by ``fn`` of ``step`` at ``epoch``.
-
-    A refused return (:class:`~timelypy.flow._batch.BatchRefused`) becomes a
-    :class:`FlowError` naming the step, the worker and the epoch; in a
-    stream-graph step, a user function's exception becomes a
-    :class:`StepError` whose cause it is; in a chain step it stays itself,
-    with a note naming the step.  A :class:`StateKeyError` (already named)
-    stays as it is.
-    """
-    if isinstance(exc, BatchRefused):
-        where = "" if step is None else f"step {step.step_id!r} ({step.operator}) "
-        error = FlowError(f"{where}on worker {worker}, epoch {epoch}: {exc}")
-        error.__cause__ = None
-        error.__suppress_context__ = True
-        return error
-    if step is None or isinstance(exc, StateKeyError):
-        return exc
-    if step.form == "graph":
-        what = getattr(fn, "what", None) or getattr(step.options, "what", "your function")
-        failed = step_error(step.step_id, worker, epoch, str(what), exc)
-        failed.__cause__ = exc
-        return failed
-    _noted(exc, step.step_id, step.operator, f"your function raised at epoch {epoch}")
-    return exc
 
 
 def _compiled(chain: list[tuple[Step, BatchFn]], name: str) -> list[tuple[Step | FusedRun, Any]]:
@@ -216,23 +118,6 @@ def _compiled(chain: list[tuple[Step, BatchFn]], name: str) -> list[tuple[Step |
         else:
             out.append(part)
     return out
-
-
-def _raise_from(
-    current: Step | FusedRun | None, fn: Any, worker: int, epoch: int, exc: Exception
-) -> None:
-    """Raise the error for ``exc`` raised by ``current`` (a step, or a fused run of them)."""
-    step: Step | None
-    if isinstance(current, FusedRun):
-        owner, _ = current.owner(exc)
-        step = owner if isinstance(owner, Step) else current.steps[0]
-        fn = None
-    else:
-        step = current
-    error = _failure(step, fn, worker, epoch, exc)
-    if error is exc:
-        raise exc
-    raise error
 
 
 def stateless_chain(
@@ -257,7 +142,7 @@ def stateless_chain(
                         if not items:
                             break
                 except Exception as exc:
-                    _raise_from(current, fn, worker, epoch, exc)
+                    raise_from(current, fn, worker, epoch, exc)
                 if items:
                     out.give_batch(cap, items)
 
@@ -304,68 +189,6 @@ def reduce_epoch(graph: GraphBuilder, step: Step, peers: int, state: StepState) 
         )
         return combine_epoch(stream, step.step_id, step, Exchange(route_by_key), state)
     return combine_epoch(stream, name, step, Pipeline(), state, check=check, prelude=prelude)
-
-
-def _fold(step: Step, reducer: Callable[[Any, Any], Any]) -> Fold:
-    """``fold(epoch, acc, items)``: fold each ``(key, value)`` of ``items`` into ``acc`` in order.
-
-    A key's first value is kept as it is; each later one is folded in with
-    ``reducer(old, value)``.  When ``reducer`` is :func:`operator.add` the
-    loop writes ``old + value`` instead of calling it: the same
-    ``PyNumber_Add`` on the same operands in the same order, so the same
-    values, types and exceptions, without a call per item (and with ``in``
-    and ``acc[key]``, bytecodes, rather than a ``dict.get`` call): about
-    58 ns an item against 64 for the generic loop (batches of 10,000
-    ``(word, 1)`` items on the 2-core benchmark machine).
-
-    Counting the keys in C (``collections.Counter``'s helper) when every
-    value is the int 1 was measured and is not used: proving that (the
-    values' types and equality to 1, needed to keep a lone ``True`` a
-    ``True`` and a float a float) costs two more passes over the batch,
-    and with them the C count was slower (62 ns an item) than this loop.
-    """
-    step_id, operator = step.step_id, step.operator
-
-    def noted(exc: BaseException, key: Any, epoch: int) -> None:
-        _noted(exc, step_id, operator, f"the reducer raised on key {key!r} at epoch {epoch}")
-
-    if reducer is add:
-
-        def fold_add(epoch: int, acc: dict[str, Any], items: list[Any]) -> None:
-            key: Any = None
-            try:
-                for key, value in items:
-                    if key in acc:
-                        acc[key] = acc[key] + value
-                    else:
-                        acc[key] = value
-            except Exception as exc:
-                noted(exc, key, epoch)
-                raise
-
-        return fold_add
-
-    def fold(epoch: int, acc: dict[str, Any], items: list[Any]) -> None:
-        get = acc.get
-        key: Any = None
-        try:
-            for key, value in items:
-                old = get(key, _MISSING)
-                acc[key] = value if old is _MISSING else reducer(old, value)
-        except Exception as exc:
-            noted(exc, key, epoch)
-            raise
-
-    return fold
-
-
-def _refuser(step: Step) -> Callable[[int, Any], None]:
-    def refuse(epoch: int, item: Any) -> None:
-        error = _refusal(step, epoch, [item])
-        assert error is not None
-        raise error
-
-    return refuse
 
 
 def combine_epoch(
@@ -417,7 +240,7 @@ def combine_epoch(
                     if not items:
                         return
             except Exception as exc:
-                _raise_from(current, fn, worker, epoch, exc)
+                raise_from(current, fn, worker, epoch, exc)
             try:
                 fold(epoch, acc, items)
             except Exception as exc:
@@ -447,54 +270,6 @@ def combine_epoch(
         return logic
 
     return stream.unary_frontier(pact, name, constructor)
-
-
-def checked_fold(
-    step: Step,
-    reducer: Callable[[Any, Any], Any],
-    members: list[tuple[Step, PerItem]] | None = None,
-    name: str | None = None,
-    worker: int = 0,
-) -> Fold:
-    """The first fold of keyed ``step``, checking each item as it folds it.
-
-    ``members`` (per-item steps before the fold) are compiled with it into
-    one loop (:class:`~timelypy.flow._fused.FusedRun`).  An item that is
-    not a ``(str, value)`` 2-tuple is refused with the
-    :class:`StateKeyError` :func:`keyed_check` gives for it; an error of a
-    member names that member, one of the reducer the key and the epoch.
-    Items before the bad one are folded into the accumulator, but the
-    error stops the dataflow.
-    """
-    fused = FusedRun(
-        list(members or []), name or step.step_id, fold=(step, reducer, _refuser(step))
-    )
-    run = fused.fn
-
-    def fold(epoch: int, acc: dict[str, Any], items: list[Any]) -> None:
-        try:
-            run(epoch, acc, items)
-        except Exception as exc:
-            _raise_fused(fused, step, worker, epoch, exc)
-
-    return fold
-
-
-def _raise_fused(fused: FusedRun, step: Step, worker: int, epoch: int, exc: Exception) -> None:
-    """Raise the error for ``exc`` raised in the fused fold of keyed ``step``."""
-    owner, local = fused.owner(exc)
-    if isinstance(owner, Step):
-        _raise_from(owner, None, worker, epoch, exc)
-    if isinstance(exc, StateKeyError) or owner == FOLD_CHECK:
-        raise exc
-    if owner == FOLD_UNPACK:
-        error = _refusal(step, epoch, [local.get(fused.item_name)])
-        if error is not None:
-            raise error from None
-        raise exc
-    key = local.get("key")
-    _noted(exc, step.step_id, step.operator, f"the reducer raised on key {key!r} at epoch {epoch}")
-    raise exc
 
 
 def keyed_step(stream: Stream[Any], step: Step, state: StepState) -> Stream[Any]:
@@ -537,7 +312,7 @@ def keyed_step(stream: Stream[Any], step: Step, state: StepState) -> Stream[Any]
                         f"step {step_id!r} (stateful_map): the mapper must return a "
                         f"(new_state, output) pair, got {result!r} for key {key!r} at epoch {epoch}"
                     ) from exc
-                _noted(exc, step_id, operator, f"raised on key {key!r} at epoch {epoch}")
+                noted(exc, step_id, operator, f"raised on key {key!r} at epoch {epoch}")
                 raise
             state.touch_all(epoch, items)
             return out
@@ -559,7 +334,7 @@ def keyed_step(stream: Stream[Any], step: Step, state: StepState) -> Stream[Any]
                     else:
                         states[key] = acc
             except Exception as exc:
-                _noted(exc, step_id, operator, f"raised on key {key!r} at epoch {epoch}")
+                noted(exc, step_id, operator, f"raised on key {key!r} at epoch {epoch}")
                 raise
             state.touch_all(epoch, items)
             return out
