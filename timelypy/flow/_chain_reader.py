@@ -292,7 +292,8 @@ class ChainReader:
         # The clock is read every ``stride`` events, not after each: the stride doubles
         # (up to CLOCK_STRIDE) while that many events take under FAST_CHUNK_SECONDS and
         # drops to 1 when slower, so a fast source costs a clock read per CLOCK_STRIDE
-        # events, and a source that turns slow is noticed within CLOCK_STRIDE events.
+        # events, and a source that turns slow is noticed within CLOCK_STRIDE events, or
+        # at its next epoch boundary if sooner.
         clock = time.monotonic
         last = clock()
         deadline = last + PULL_SECONDS
@@ -315,6 +316,9 @@ class ChainReader:
                         batch = []
                     self._advance(event.epoch)
                     epoch = event.epoch
+                    # An epoch boundary is where a paced source pauses: look at the clock
+                    # now, so a closed epoch leaves within PULL_SECONDS of the pause.
+                    check_at = count + 1
             else:
                 raise FlowError(
                     f"{self._where()}: an input builder yields AdvanceTo(epoch), Emit(item) and "
