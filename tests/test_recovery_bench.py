@@ -22,6 +22,7 @@ def words() -> list[str]:
     return _data.load_words()[:120]
 
 
+@pytest.mark.slow
 def test_quick_mode_runs_and_verifies_every_result(tmp_path, capsys):
     args = ["--quick", "--scale", "10000", "--repeat", "1", "--dir", str(tmp_path)]
     assert recovery_bench.main(args + ([] if HAS_BYTEWAX else ["--no-bytewax"])) == 0
@@ -48,6 +49,7 @@ def test_quick_mode_runs_and_verifies_every_result(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == [], "the stores were not removed"
 
 
+@pytest.mark.slow
 def test_a_wrong_result_fails_the_check(tmp_path, words):
     w = recovery_bench.build_workload("tiny", words, 7, bytewax=False)
     pairs = [(0, (word, 1)) for word in words]  # every item in epoch 0: wrong epochs
@@ -57,6 +59,7 @@ def test_a_wrong_result_fails_the_check(tmp_path, words):
         w.check()
 
 
+@pytest.mark.slow
 def test_a_store_without_the_run_fails_the_check(tmp_path, words):
     w = recovery_bench.build_workload("tiny", words, 7, bytewax=False)
     # the right outputs, but the run never touched its store
@@ -68,6 +71,7 @@ def test_a_store_without_the_run_fails_the_check(tmp_path, words):
         w.check()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_BYTEWAX, reason="bytewax is not installed")
 def test_bytewax_epochs_match_timelypys_and_its_store_is_checked(tmp_path, words):
     w = recovery_bench.build_workload("tiny", words, 7, bytewax=True)

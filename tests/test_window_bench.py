@@ -41,6 +41,7 @@ def layouts(events):
     return [(i // 1_000, e) for i, e in enumerate(events)], [(0, e) for e in events]
 
 
+@pytest.mark.slow
 def test_a_tiny_run_verifies_every_result(capsys):
     args = ["--scale", "500", "--repeat", "1"]  # 2,000 events
     assert window_bench.main(args + ([] if HAS_BYTEWAX else ["--no-bytewax"])) == 0

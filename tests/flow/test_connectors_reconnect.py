@@ -449,6 +449,7 @@ def _on_two_processes(flow: Dataflow) -> None:
     run_cluster(flow, proc_count=2, worker_count_per_proc=1, epoch_interval=EPOCH)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_postgres_sink_on_two_processes_rides_out_an_outage_then_fails_naming_the_server():
     with postgres_server() as server:
@@ -475,6 +476,7 @@ def test_a_postgres_sink_on_two_processes_rides_out_an_outage_then_fails_naming_
         print(f"both processes ended {time.monotonic() - outage.stopped_at:.1f}s after it went")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_redis_sink_on_two_processes_rides_out_a_crash_then_fails_naming_the_server():
     redis_py = pytest.importorskip("redis")
@@ -574,6 +576,7 @@ def test_a_sigkill_while_a_postgres_sink_waits_for_its_server_loses_and_repeats_
         assert sum(want.values()) == 20  # the latest sum of each of the 20 keys
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_sigkill_while_a_redis_sink_waits_for_its_server_loses_and_repeats_nothing(tmp_path):
     from collections import Counter
