@@ -189,6 +189,7 @@ def test_flow_bench_join_check_is_order_free_but_not_blind(corpus):
     w.release()
 
 
+@pytest.mark.slow
 def test_flow_bench_main_and_profile_run_on_a_tiny_corpus(capsys):
     if importlib.util.find_spec("bytewax") is None:
         args = ["--no-bytewax"]

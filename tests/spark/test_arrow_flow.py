@@ -177,6 +177,7 @@ def test_a_stateless_flow_that_raises_fails_the_spark_job_with_the_step_named(sp
         result.collect()
 
 
+@pytest.mark.slow
 def test_the_arrow_wordcount_example_counts_the_zen():
     import subprocess
     import sys

@@ -211,6 +211,7 @@ def bare_python(directory: Path) -> Path:
     return python
 
 
+@pytest.mark.slow
 def test_ship_package_to_executors_without_timelypy(tmp_path):
     python = bare_python(tmp_path)
     temp = tmp_path / "tmp"

@@ -312,6 +312,7 @@ def test_the_readme_main_job_prints_checkable_counts_per_epoch():
     assert re.search(r"Spark start-up [\d.]+ s; first run [\d.]+ s; warm run [\d.]+ s", out)
 
 
+@pytest.mark.slow
 def test_the_combiner_wordcount_example_runs(tmp_path):
     import subprocess
     import sys
