@@ -254,11 +254,15 @@ def conf_value(sc: Any, key: str, given: Any, kind: type, default: Any) -> Any:
     """``given`` unless ``None``, else Spark's ``key`` as ``kind``, else ``default``.
 
     Spark's value: the active session's runtime configuration (``spark.conf.set``
-    and everything the session started with), else the SparkContext's.
+    and everything the session started with), else the SparkContext's.  The
+    runtime configuration already holds the context's settings, so the
+    context's own is read (a copy of the whole configuration through py4j,
+    milliseconds each) only without a session.
     """
     if given is not None:
         return given
     value = None
+    session = False
     try:
         from pyspark.sql import SparkSession
 
@@ -268,10 +272,11 @@ def conf_value(sc: Any, key: str, given: Any, kind: type, default: Any) -> Any:
             # (a service, a test) still reads the session its context belongs to
             active = SparkSession.builder.getOrCreate()
         if active is not None and active.sparkContext is sc:
+            session = True
             value = active.conf.get(key, None)
     except ImportError:  # pragma: no cover - pyspark is there when a context is
         pass
-    if value is None:
+    if value is None and not session:
         value = sc.getConf().get(key, None)
     if value is None:
         return default
