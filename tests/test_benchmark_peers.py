@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 
-from benchmarks import _data, flow_bench, flow_graph
+from benchmarks import _data, flow_bench, flow_graph, runtime_bench
 from benchmarks._harness import format_table, measure, measure_interleaved
 from benchmarks.peers import bytewax_peer, plain, progress_floor
 from benchmarks.peers.plain import is_even, triple
@@ -205,3 +205,94 @@ def test_flow_bench_main_and_profile_run_on_a_tiny_corpus(capsys):
     out = capsys.readouterr().out
     assert "wordcount_file, calling thread" in out
     assert "wordcount_file (timelypy memory), calling thread" in out
+
+
+@pytest.mark.parametrize("sizes", [(1, 7), (1_000, 10_000)])
+def test_flow_bench_shows_bytewax_at_each_batch_size_and_in_its_batch_api(corpus, sizes):
+    pytest.importorskip("bytewax")
+    workloads = flow_bench.build_workloads(
+        corpus[0][:60],
+        epochs=7,
+        ordered=40,
+        cluster=False,
+        graph_items=150,
+        batch_sizes=sizes,
+        only=["wordcount_1_epoch", "wordcount_1000_epochs", "stateful_map", "wordcount_file"],
+    )
+    by_name = {w.name: w for w in workloads}
+    for w in workloads:
+        w.measure(repeat=1, warmup=0)
+        w.check()  # every bytewax row, keyed per epoch or not, counts what plain Python counts
+    label = flow_bench.bytewax_label
+    per_item, batch_api = flow_bench.PER_ITEM_OPS, flow_bench.BATCH_API_OPS
+    for size in sizes:
+        assert {label(per_item, size), label(batch_api, size)} <= set(
+            by_name["wordcount_1_epoch"].stats
+        )
+        assert {
+            label(f"{per_item} keyed epoch:word", size),
+            label(f"{batch_api} keyed epoch:word", size),
+        } <= set(by_name["wordcount_1000_epochs"].stats)
+        assert label("op.stateful_map", size) in by_name["stateful_map"].stats
+        assert label(f"FileSource+{batch_api}", size) in by_name["wordcount_file"].stats
+    goals = [(row[0], row[1]) for row in flow_bench.goal_rows(workloads)]
+    # a goal against bytewax has one row per bytewax row it is judged against, each named
+    epochs_goals = [g for w, g in goals if w == "wordcount_1000_epochs" and "3.00x bytewax" in g]
+    assert len(epochs_goals) == 2 * len(sizes)
+    assert all("keyed epoch:word" in g for g in epochs_goals)  # not the window row
+    window = [n for n in by_name["wordcount_1000_epochs"].stats if "fold_window" in n]
+    assert len(window) == 1 and window[0] in by_name["wordcount_1000_epochs"].describe
+    file_goals = [g for w, g in goals if w == "wordcount_file" and "bytewax" in g]
+    assert len(file_goals) == 2 * len(sizes) and all("FileSource" in g for g in file_goals)
+    legend = [line for w in workloads for line in w.legend_lines()]
+    first = label(per_item, sizes[0])
+    assert any(
+        line.startswith(f"wordcount_1_epoch: 'vs bytewax' is against '{first}'") for line in legend
+    )
+    for w in workloads:
+        w.release()
+
+
+def test_runtime_bench_shows_bytewax_at_each_batch_size_and_in_its_batch_api():
+    pytest.importorskip("bytewax")
+    sizes = (7, 50)
+    workloads = runtime_bench.build_workloads(scale=1_000, bytewax=True, batch_sizes=sizes)
+    for w in workloads:
+        w.measure(repeat=1, warmup=0)
+        w.check()
+    by_name = {w.name: w for w in workloads}
+    label = runtime_bench.bytewax_label
+    for size in sizes:
+        assert {
+            runtime_bench.timelypy_label(size),
+            label("op.map+op.filter", size),
+            label("op.flat_map_batch", size),
+        } <= set(by_name["map_filter"].stats)
+        assert {
+            label("op.flat_map+op.count_final", size),
+            label("op.flat_map_batch+op.reduce_final", size),
+        } <= set(by_name["wordcount"].stats)
+    assert runtime_bench.ROUND_TRIP_BYTEWAX in by_name["epoch_round_trip"].stats
+    goals = [row[1] for row in runtime_bench.goal_rows(workloads) if row[0] == "wordcount"]
+    # timelypy against all four bytewax rows; "timelypy batch B" against the two at batch B
+    assert len([g for g in goals if g.startswith("timelypy >= ")]) == 4
+    for size in sizes:
+        mine = [g for g in goals if g.startswith(runtime_bench.timelypy_label(size) + " ")]
+        assert len(mine) == 2 and all(g.endswith(f", batch {size}'s speed") for g in mine)
+    wc = by_name["wordcount"]
+    fastest = wc.fastest_bytewax()
+    assert fastest == min(wc.bytewax_names(), key=lambda n: wc.stats[n].median)
+    assert fastest in (wc.legend() or "")
+    assert [row[1] for row in wc.rows()] == list(wc.stats)
+
+
+def test_runtime_bench_check_rejects_a_wrong_bytewax_result():
+    pytest.importorskip("bytewax")
+    (w,) = runtime_bench.build_workloads(
+        scale=1_000, bytewax=True, batch_sizes=(10,), only=["wordcount"]
+    )
+    name = runtime_bench.bytewax_label("op.flat_map_batch+op.reduce_final", 10)
+    w.candidates[name] = lambda: {"one": 1}
+    w.measure(repeat=1, warmup=0)
+    with pytest.raises(AssertionError, match="different result from plain Python"):
+        w.check()
