@@ -11,7 +11,12 @@ combine check as they fold instead:
 * :func:`checked_fold` -- the first fold on the worker the items are made
   on: each item checked as it is folded, with the per-item steps before it
   compiled into the same loop (:class:`~timelypy.flow._fused.FusedRun`), so
-  the pairs they make are folded as they are made.
+  the pairs they make are folded as they are made;
+* :func:`partial_fold` -- ``fold_final(..., merger=)``'s fold of one batch
+  on the worker that made it: each key's values folded into a fresh
+  ``builder()`` with the user's folder, so one ``(key, partial)`` per key
+  leaves the batch (merged per epoch with the merger, then sent to the
+  key's worker, which merges the partials into the key's accumulator).
 
 Every refusal is the same :class:`~timelypy.errors.StateKeyError`, naming
 the step, the first bad item and the epoch.
@@ -28,7 +33,7 @@ from timelypy.flow._fused import FOLD_CHECK, FOLD_UNPACK, FusedRun, PerItem
 from timelypy.flow._step_errors import noted, raise_from
 from timelypy.flow.dataflow import Step
 
-__all__ = ["Fold", "keyed_check", "refusal", "checked_fold"]
+__all__ = ["Fold", "keyed_check", "refusal", "checked_fold", "partial_fold"]
 
 #: A step applied to one batch: ``fn(epoch, items) -> items``.
 BatchFn = Callable[[int, list[Any]], list[Any]]
@@ -197,3 +202,37 @@ def _raise_fused(fused: FusedRun, step: Step, worker: int, epoch: int, exc: Exce
     key = local.get("key")
     noted(exc, step.step_id, step.operator, f"the reducer raised on key {key!r} at epoch {epoch}")
     raise exc
+
+
+def partial_fold(
+    step: Step, builder: Callable[[], Any], folder: Callable[[Any, Any], Any]
+) -> BatchFn:
+    """``fold_final``'s pre-exchange fold of one batch: one ``(key, partial)`` per key.
+
+    Each key's values of the batch are folded, in order, into a fresh
+    ``builder()`` with ``folder``, exactly as the key's worker would fold
+    them into its accumulator; the batch is checked first as
+    :func:`keyed_check` checks it (the same :class:`StateKeyError`).
+    What this gives equals what the key's worker would have made only if
+    the user's merger joins partials as folding the values one by one
+    would (``merger(fold(xs), fold(ys)) == fold(xs + ys)``): that is what
+    ``fold_final(..., merger=)`` asks of it.
+
+    >>> step = Step("fold_final", "sum", form="graph")
+    >>> partial_fold(step, int, lambda acc, v: acc + v)(0, [("a", 1), ("b", 5), ("a", 2)])
+    [('a', 3), ('b', 5)]
+    """
+    check = keyed_check(step)
+    missing = _MISSING
+
+    def fn(epoch: int, items: list[Any]) -> list[Any]:
+        check(epoch, items)
+        partials: dict[str, Any] = {}
+        get = partials.get
+        for key, value in items:
+            acc = get(key, missing)
+            partials[key] = folder(builder() if acc is missing else acc, value)
+        return list(partials.items())
+
+    fn.what = "the folder"  # type: ignore[attr-defined]  # named in a StepError
+    return fn

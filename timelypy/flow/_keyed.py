@@ -157,17 +157,25 @@ class FoldFinalLogic(KeyedLogic):
 
     ``builder`` ``None`` means reduce: a key's first value starts its
     accumulator.  With ``reducer`` :func:`operator.add` the loop adds
-    inline (the same operation, without a call per item).
+    inline (the same operation, without a call per item).  ``fold_final``
+    with a merger is a reduce too: the items are the partials each worker
+    folded (:func:`~timelypy.flow._folds.partial_fold`), ``folder`` the
+    merger, and ``what`` names it in errors.
     """
 
     what = "the folder"
 
     def __init__(
-        self, builder: Callable[[], Any] | None, folder: Callable[[Any, Any], Any], add: bool
+        self,
+        builder: Callable[[], Any] | None,
+        folder: Callable[[Any, Any], Any],
+        add: bool,
+        what: str = "the folder",
     ) -> None:
         self.builder = builder
         self.folder = folder
         self.add = add
+        self.what = what
         self.accs: dict[str, Any] = {}
 
     def apply(self, epoch: int, items: list[tuple[str, Any]]) -> list[tuple[str, Any]]:

@@ -42,6 +42,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 
 from timelypy.errors import FlowError
 from timelypy.flow import _batch
+from timelypy.flow._folds import partial_fold
 from timelypy.flow._fused import PerItem, per_item
 from timelypy.flow._graph import BatchFn, KeyedSpec, StatelessSpec
 from timelypy.flow._keyed import (
@@ -51,7 +52,7 @@ from timelypy.flow._keyed import (
     PerKeyLogic,
     StatefulMapLogic,
 )
-from timelypy.flow.dataflow import Dataflow, KeyedStream, Stream, operator
+from timelypy.flow.dataflow import Dataflow, KeyedStream, Step, Stream, operator
 from timelypy.flow.sinks import Sink
 from timelypy.flow.sources import Source
 
@@ -704,6 +705,8 @@ def fold_final(
     up: KeyedStream[V],
     builder: Callable[[], S],
     folder: Callable[[S, V], S],
+    *,
+    merger: Callable[[S, S], S] | None = None,
 ) -> KeyedStream[S]:
     """Per key, fold the values into ``builder()`` with ``folder``; emit ``(key, acc)`` at the end.
 
@@ -712,10 +715,50 @@ def fold_final(
     >>> s = input("inp", flow, TestingSource([("a", 1), ("a", 2)]))
     >>> run_to_list(fold_final("collect", s, list, lambda acc, v: acc + [v]))
     [('a', [1, 2])]
+
+    With ``merger`` each worker first folds its own values of each epoch,
+    per key, into partial accumulators (each from a fresh ``builder()``);
+    only one ``(key, partial)`` per key and epoch crosses to the key's
+    worker, which joins the partials into the key's accumulator with
+    ``merger(acc, partial)``: the combiner of Spark's ``aggregateByKey``,
+    with no combiner to write.  ``merger`` must join two accumulators as
+    folding the values one after the other would, ``merger(fold(xs),
+    fold(ys)) == fold(xs + ys)`` (a sum, a count, a list's ``+``, a
+    ``(count, total)`` pair); then the results are those without it.
+    A worker's values keep their order; the partials of one epoch from
+    several workers are merged in the order they arrive, as the values
+    themselves are without a merger.
+
+    >>> flow = Dataflow("doc")
+    >>> s = input("inp", flow, TestingSource([("a", 2.0), ("b", 1.0), ("a", 4.0)]))
+    >>> def add_value(acc, v):
+    ...     return (acc[0] + 1, acc[1] + v)
+    >>> def merge(a, b):
+    ...     return (a[0] + b[0], a[1] + b[1])
+    >>> counts = fold_final("mean", s, lambda: (0, 0.0), add_value, merger=merge)
+    >>> sorted(run_to_list(counts))
+    [('a', (2, 6.0)), ('b', (1, 1.0))]
     """
     _callable(builder, "builder", step_id, "fold_final")
     _callable(folder, "folder", step_id, "fold_final")
-    return _keyed("fold_final", step_id, [up], lambda full: FoldFinalLogic(builder, folder, False))
+    if merger is None:
+        return _keyed(
+            "fold_final", step_id, [up], lambda full: FoldFinalLogic(builder, folder, False)
+        )
+    _callable(merger, "merger", step_id, "fold_final")
+    merge = merger
+
+    def prepare(full: str) -> BatchFn:
+        return partial_fold(Step("fold_final", full, form="graph"), builder, folder)
+
+    return _keyed(
+        "fold_final",
+        step_id,
+        [up],
+        lambda full: FoldFinalLogic(None, merge, merge is add, "the merger"),
+        prepare=prepare,
+        combine=merge,
+    )
 
 
 def reduce_final(

@@ -1,0 +1,325 @@
+"""The pre-exchange combine of ``fold_final(..., merger=)``: the same results as without it.
+
+With a merger each worker folds its own values per key and epoch into
+partial accumulators, only ``(key, partial)`` crosses to the key's worker,
+and the merger joins the partials there. For a merger that joins
+accumulators as folding the values one by one would, the results must be
+those of the plain fold (and of a plain-Python model), on one worker, on
+threads and on real processes, and an execution aborted and resumed (on
+another number of workers, too) must give what a run without the failure
+gives.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+from collections import defaultdict
+from operator import add
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import timelypy.flow.operators as op
+from timelypy.errors import FlowError, StateKeyError, StepError
+from timelypy.flow.dataflow import Dataflow
+from timelypy.flow.recovery import RecoveryConfig, init_db_dir
+from timelypy.flow.testing import TestingSink, TestingSource, cluster_main, run_main
+
+from .graph_helpers import ZERO, collect
+
+_keys = st.sampled_from(["a", "b", "c", "dd", "é", "f"])
+_streams = st.lists(st.tuples(_keys, st.integers(min_value=-50, max_value=50)), max_size=80)
+_batches = st.integers(min_value=1, max_value=9)
+
+
+# -- folds and their mergers (module level: the processes get them by reference) --
+
+
+def _append(acc: list[int], value: int) -> list[int]:
+    return [*acc, value]
+
+
+def _concat(a: list[int], b: list[int]) -> list[int]:
+    return a + b
+
+
+def _append_in_place(acc: list[int], value: int) -> list[int]:
+    acc.append(value)
+    return acc
+
+
+def _extend_in_place(a: list[int], b: list[int]) -> list[int]:
+    a.extend(b)
+    return a
+
+
+def _count_sum(acc: tuple[int, int], value: int) -> tuple[int, int]:
+    return (acc[0] + 1, acc[1] + value)
+
+
+def _pair_add(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    return (a[0] + b[0], a[1] + b[1])
+
+
+def _zero_pair() -> tuple[int, int]:
+    return (0, 0)
+
+
+def _plus(acc: int, value: int) -> int:
+    return acc + value
+
+
+def _model(items: list[tuple[str, int]]) -> dict[str, list[int]]:
+    """Each key's values in the order of the input."""
+    values: dict[str, list[int]] = defaultdict(list)
+    for key, value in items:
+        values[key].append(value)
+    return dict(values)
+
+
+def _folds(flow: Dataflow, up: Any) -> dict[str, Any]:
+    """The same folds without a merger and with one, over ``up``."""
+    return {
+        "plain_list": op.fold_final("plain_list", up, list, _append),
+        "merged_list": op.fold_final("merged_list", up, list, _append, merger=_concat),
+        "in_place": op.fold_final("in_place", up, list, _append_in_place, merger=_extend_in_place),
+        "plain_pair": op.fold_final("plain_pair", up, _zero_pair, _count_sum),
+        "merged_pair": op.fold_final("merged_pair", up, _zero_pair, _count_sum, merger=_pair_add),
+        "merged_add": op.fold_final("merged_add", up, int, _plus, merger=add),
+    }
+
+
+def _check_against_the_model(got: dict[str, list[Any]], items: list[Any], ordered: bool) -> None:
+    model = _model(items)
+    plain = dict(got["plain_list"])
+    assert len(plain) == len(got["plain_list"]), "one result per key"
+    for name in ("merged_list", "in_place"):
+        merged = dict(got[name])
+        assert len(merged) == len(got[name])
+        if ordered:  # one worker: every value in input order, with or without a merger
+            assert merged == plain == model
+        else:  # several workers: the values of several workers arrive in any order
+            assert {k: sorted(v) for k, v in merged.items()} == {
+                k: sorted(v) for k, v in model.items()
+            }
+    pairs = {key: (len(values), sum(values)) for key, values in model.items()}
+    assert dict(got["plain_pair"]) == dict(got["merged_pair"]) == pairs
+    assert dict(got["merged_add"]) == {key: total for key, (_, total) in pairs.items()}
+    assert sorted(map(repr, got["plain_pair"])) == sorted(map(repr, got["merged_pair"]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(items=_streams, batch=_batches)
+def test_on_one_worker_a_merger_gives_the_plain_fold_value_for_value(items, batch):
+    """Property: one worker keeps each key's values in input order, merged or not.
+
+    With the epochs the results come out at, too.
+    """
+    flow = Dataflow("one")
+    up = op.input("inp", flow, TestingSource(items, batch))
+    got: dict[str, list[Any]] = {}
+    epochs: dict[str, list[int]] = {}
+    for name, stream in _folds(flow, up).items():
+        got[name], epochs[name] = [], []
+
+        def record(step_id: str, item: Any, epoch: int, worker: int, name: str = name) -> None:
+            epochs[name].append(epoch)
+
+        op.output(
+            f"out_{name}", op.inspect_debug(f"at_{name}", stream, record), TestingSink(got[name])
+        )
+    run_main(flow, epoch_interval=ZERO)
+    _check_against_the_model(got, items, ordered=True)
+    assert got["merged_list"] == got["plain_list"]  # the same keys in the same order
+    assert epochs["merged_list"] == epochs["plain_list"]
+    assert epochs["merged_pair"] == epochs["plain_pair"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(items=_streams, batch=_batches, workers=st.sampled_from([2, 3]))
+def test_on_threads_a_merger_gives_the_plain_fold(items, batch, workers):
+    """Property: on several workers (every one of them folding some values), the same results."""
+    flow = Dataflow("threads")
+    up = op.redistribute("spread", op.input("inp", flow, TestingSource(items, batch)))
+    got: dict[str, list[Any]] = {}
+    for name, stream in _folds(flow, up).items():
+        got[name] = []
+        op.output(f"out_{name}", stream, TestingSink(got[name]))
+    cluster_main(flow, [], 0, worker_count_per_proc=workers, epoch_interval=ZERO)
+    _check_against_the_model(got, items, ordered=False)
+
+
+@settings(
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(items=_streams.filter(bool), batch=st.integers(min_value=1, max_value=40))
+def test_on_two_processes_a_merger_gives_the_plain_fold(tmp_path, items, batch):
+    """Property: two real processes of two workers each, partials crossing between them."""
+    with tempfile.TemporaryDirectory(dir=tmp_path) as directory:
+
+        def build(flow: Dataflow) -> dict[str, Any]:
+            up = op.redistribute("spread", op.input("inp", flow, TestingSource(items, batch)))
+            return _folds(flow, up)
+
+        got = collect("processes", Path(directory), build)
+    _check_against_the_model(got, items, ordered=False)
+
+
+def test_the_folder_runs_where_the_values_are_and_the_merger_where_the_key_lives():
+    # one worker reads every value: with a merger only it folds, and each key's worker
+    # gets partials; without, each key's worker folds the values it is sent
+    items = [(key, n) for n in range(40) for key in "abcdefgh"]
+    calls: dict[str, set[str]] = {"folder": set(), "merger": set(), "plain": set()}
+
+    def folder(acc: int, value: int) -> int:
+        calls["folder"].add(threading.current_thread().name)
+        return acc + value
+
+    def plain(acc: int, value: int) -> int:
+        calls["plain"].add(threading.current_thread().name)
+        return acc + value
+
+    def merger(a: int, b: int) -> int:
+        calls["merger"].add(threading.current_thread().name)
+        return a + b
+
+    flow = Dataflow("where")
+    up = op.input("inp", flow, TestingSource(items, 10))
+    merged: list[Any] = []
+    unmerged: list[Any] = []
+    op.output(
+        "out_merged", op.fold_final("merged", up, int, folder, merger=merger), TestingSink(merged)
+    )
+    op.output("out_plain", op.fold_final("plain", up, int, plain), TestingSink(unmerged))
+    cluster_main(flow, [], 0, worker_count_per_proc=3, epoch_interval=ZERO)
+    assert sorted(merged) == sorted(unmerged) == [(k, sum(range(40))) for k in "abcdefgh"]
+    assert len(calls["folder"]) == 1, calls  # the reading worker only
+    assert len(calls["plain"]) == 3, calls  # the keys' workers: all three
+    assert calls["merger"] - calls["folder"], calls  # partials merged on other workers
+
+
+# -- recovery -------------------------------------------------------------------------
+
+
+def _recovery_flow(items: list[Any], out: list[Any], merger: bool) -> Dataflow:
+    flow = Dataflow("resume")
+    up = op.redistribute("spread", op.input("inp", flow, TestingSource(items, 3)))
+    if merger:
+        folded = op.fold_final("fold", up, list, _append_in_place, merger=_extend_in_place)
+    else:
+        folded = op.fold_final("fold", up, list, _append_in_place)
+    op.output("out", op.map_value("sorted", folded, sorted), TestingSink(out))
+    return flow
+
+
+def _resumed(items: list[Any], aborts: list[int], db: Path, workers: list[int]) -> list[Any]:
+    """Run with ABORT markers at ``aborts``, resuming on ``workers[i]`` workers each time."""
+    marked: list[Any] = list(items)
+    for at in sorted(aborts, reverse=True):
+        marked.insert(at, TestingSource.ABORT())
+    init_db_dir(db, 2)
+    config = RecoveryConfig(db)
+    got: list[Any] = []
+    for execution in range(len(aborts) + 1):
+        count = workers[execution % len(workers)]
+        cluster_main(
+            _recovery_flow(marked, got, merger=True),
+            [],
+            0,
+            worker_count_per_proc=count,
+            epoch_interval=ZERO,
+            recovery_config=config,
+        )
+    again: list[Any] = []
+    run_main(
+        _recovery_flow(marked, again, merger=True), epoch_interval=ZERO, recovery_config=config
+    )
+    assert again == [], "an execution after the end emits nothing"
+    return got
+
+
+def test_an_aborted_fold_with_a_merger_resumes_to_the_plain_result(tmp_path):
+    items = [(key, n) for n in range(30) for key in ("a", "b", "c")]
+    clean: list[Any] = []
+    run_main(_recovery_flow(items, clean, merger=False), epoch_interval=ZERO)
+    got = _resumed(items, [20, 50], tmp_path / "db", [1, 3, 2])
+    assert sorted(got) == sorted(clean) == [(key, list(range(30))) for key in ("a", "b", "c")]
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    items=_streams.filter(bool),
+    aborts=st.lists(st.integers(min_value=0, max_value=80), max_size=2),
+    workers=st.lists(st.sampled_from([1, 2, 3]), min_size=1, max_size=3),
+)
+def test_aborted_and_resumed_anywhere_on_any_workers_the_merged_fold_is_the_plain_one(
+    tmp_path, items, aborts, workers
+):
+    """Property: abort anywhere, resume on another worker count: the uninterrupted results."""
+    aborts = [min(at, len(items)) for at in aborts]
+    clean: list[Any] = []
+    run_main(_recovery_flow(items, clean, merger=False), epoch_interval=ZERO)
+    with tempfile.TemporaryDirectory(dir=tmp_path) as directory:
+        got = _resumed(items, aborts, Path(directory) / "db", workers)
+    assert sorted(got) == sorted(clean)
+
+
+def test_snapshots_of_a_plain_fold_resume_into_a_merged_one(tmp_path):
+    # the key's accumulator is the same in both: a flow may add the merger between executions
+    items = [(key, n) for n in range(12) for key in ("a", "b")]
+    marked = [*items[:10], TestingSource.ABORT(), *items[10:]]
+    init_db_dir(tmp_path / "db", 1)
+    config = RecoveryConfig(tmp_path / "db")
+    got: list[Any] = []
+    run_main(_recovery_flow(marked, got, merger=False), epoch_interval=ZERO, recovery_config=config)
+    assert got == []
+    run_main(_recovery_flow(marked, got, merger=True), epoch_interval=ZERO, recovery_config=config)
+    assert sorted(got) == [("a", list(range(12))), ("b", list(range(12)))]
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+def test_a_merger_that_is_not_callable_is_refused_when_the_flow_is_built():
+    flow = Dataflow("bad")
+    up = op.input("inp", flow, TestingSource([("a", 1)]))
+    with pytest.raises(FlowError, match="step 'fold' \\(fold_final\\) needs a callable merger"):
+        op.fold_final("fold", up, int, _plus, merger=3)  # type: ignore[arg-type]
+
+
+def test_a_folder_that_raises_before_the_exchange_names_the_step_and_the_folder():
+    def folder(acc: int, value: int) -> int:
+        raise ValueError("no")
+
+    flow = Dataflow("err")
+    up = op.input("inp", flow, TestingSource([("a", 1)]))
+    op.output("out", op.fold_final("fold", up, int, folder, merger=add), TestingSink([]))
+    with pytest.raises(StepError, match=r"step .err.fold. on worker 0, epoch .*the folder") as info:
+        run_main(flow, epoch_interval=ZERO)
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_a_merger_that_raises_on_the_keys_worker_names_the_merger():
+    def merger(a: int, b: int) -> int:
+        raise ValueError("no")
+
+    flow = Dataflow("err")
+    up = op.input("inp", flow, TestingSource([("a", 1), ("a", 2)]))  # two epochs: two partials
+    op.output("out", op.fold_final("fold", up, int, _plus, merger=merger), TestingSink([]))
+    with pytest.raises(StepError, match=r"step .err.fold. on worker 0, epoch .*the merger"):
+        run_main(flow, epoch_interval=ZERO)
+
+
+def test_an_item_that_is_not_a_keyed_pair_is_the_same_state_key_error():
+    for merger in (None, add):
+        flow = Dataflow("err")
+        up = op.input("inp", flow, TestingSource([("a", 1), (2, 1)]))
+        op.output("out", op.fold_final("fold", up, int, _plus, merger=merger), TestingSink([]))
+        with pytest.raises(StateKeyError, match=r"step 'err.fold' \(fold_final\).*\(2, 1\)"):
+            run_main(flow, epoch_interval=ZERO)
