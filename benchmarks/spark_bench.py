@@ -48,10 +48,22 @@ master has cores), on the same SparkSession:
   dropped, ``groupBy().count()``;
 * ``pyspark mapInArrow, same kernels (lower+regex)`` -- the same Arrow
   kernels with no engine: plain ``mapInArrow`` counting each batch's words,
-  then a DataFrame ``groupBy().sum()`` of the partial counts.
+  then a DataFrame ``groupBy().sum()`` of the partial counts;
+* ``timelypy batch steps (lower+regex)`` -- the same tokenisation with the
+  flow layer's batch-level Python steps (:func:`batch_flow`): ``textFile``
+  -> :func:`timelypy_spark.run_flow` of ``reduce_epoch(add,
+  pre_aggregate=count_seed_batch)`` (``count_seed_batch(lines) =
+  Counter(findall(" ".join(lines).lower()))``: one regular-expression pass
+  per batch of lines the engine hands over), per-epoch combine on each
+  worker, partial counts exchanged by word, totals at the epoch's end,
+  ``collect=True``; no hand-written operator;
+* ``timelypy batch steps, DataFrame in (lower+regex)`` -- the same flow over
+  ``read.text``'s DataFrame (rows ``(line,)`` from Arrow batches), the counts
+  as a DataFrame (``word string, count long``), then ``collect``.
 
 ``--only arrow,regex`` runs the wordcount candidates whose names hold one
-of those strings (and the DataFrame peer every ratio needs).
+of those strings (and the DataFrame peers every ratio needs: ``--only
+batch`` runs the batch-level candidates beside both DataFrames).
 
 **Output-heavy flow** (``--output-records``, default 20M): a flow whose
 output is ``records`` records, ``flat_map`` of ``records / 100`` numbers
@@ -96,6 +108,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import sys
 import threading
 from collections import Counter
@@ -185,13 +198,38 @@ SEED_SEPARATORS = r'[\s!,.?":;0-9]+'
 
 def seed_counts(lines: list[str]) -> Counter[str]:
     """The seed wordcount's counts of ``lines``, by its own functions (``lower``, ``findall``)."""
-    import re
-
     pattern = re.compile(SEED_TOKEN)
     counts: Counter[str] = Counter()
     for line in lines:
         counts.update(pattern.findall(line.lower()))
     return counts
+
+
+_SEED_PATTERN = re.compile(SEED_TOKEN)
+
+
+def count_seed_batch(lines: list[str]) -> Counter[str]:
+    """A batch of lines' counts of the seed's tokens: one ``lower`` and one ``findall`` per batch.
+
+    >>> sorted(count_seed_batch(["To be,", "or NOT 2b"]).items())
+    [('b', 1), ('be', 1), ('not', 1), ('or', 1), ('to', 1)]
+    """
+    return Counter(_SEED_PATTERN.findall(" ".join(lines).lower()))
+
+
+def count_seed_rows(rows: list[tuple[str]]) -> Counter[str]:
+    """:func:`count_seed_batch` of a DataFrame's ``(line,)`` rows."""
+    return Counter(_SEED_PATTERN.findall(" ".join([row[0] for row in rows]).lower()))
+
+
+def batch_flow(from_rows: bool = False) -> Any:
+    """The wordcount with batch-level Python steps: ``reduce_epoch(add, pre_aggregate=...)``."""
+    from timelypy.flow import Dataflow
+
+    flow = Dataflow()
+    flow.reduce_epoch(add, pre_aggregate=count_seed_rows if from_rows else count_seed_batch)
+    flow.capture()
+    return flow
 
 
 def arrow_words(batch: Any) -> list[Any]:
@@ -470,6 +508,24 @@ def wordcount(
         finally:
             counts.unpersist()
 
+    def flow_batch() -> dict[str, int]:
+        pairs = timelypy_spark.run_flow(spark, batch_flow(), lines(), workers=cores, collect=True)
+        return dict(item for _, item in pairs)
+
+    def flow_batch_frame() -> dict[str, int]:
+        counts = timelypy_spark.run_flow(
+            spark,
+            batch_flow(from_rows=True),
+            spark.read.text(paths),
+            workers=cores,
+            schema="word string, count long",
+            epoch_column=None,
+        )
+        try:
+            return {row[0]: row[1] for row in counts.collect()}
+        finally:
+            counts.unpersist()
+
     def floor() -> dict[str, int]:
         total: Counter[str] = Counter()
         for counts in lines().mapPartitions(floor_counts).collect():
@@ -487,6 +543,8 @@ def wordcount(
         ARROW_STEPS: flow_arrow_steps,
         REGEX_FRAME: lambda: regex_dataframe_wordcount(spark, paths),
         ARROW_FLOOR: lambda: arrow_floor_wordcount(spark, paths),
+        BATCH_STEPS: flow_batch,
+        BATCH_STEPS_FRAME: flow_batch_frame,
     }
     if only:  # the peers the table's ratios are against always run
         keep = [*only, "pyspark dataframe"]
@@ -763,8 +821,12 @@ ARROW_STEPS = "timelypy arrow steps (lower+regex)"
 REGEX_FRAME = "pyspark dataframe (lower+regex)"
 #: The same Arrow kernels in plain ``mapInArrow``, no engine (:func:`arrow_floor_wordcount`).
 ARROW_FLOOR = "pyspark mapInArrow, same kernels (lower+regex)"
+#: The wordcount with batch-level Python steps over ``textFile`` (:func:`batch_flow`).
+BATCH_STEPS = "timelypy batch steps (lower+regex)"
+#: The same flow over ``read.text``'s DataFrame, a DataFrame out.
+BATCH_STEPS_FRAME = "timelypy batch steps, DataFrame in (lower+regex)"
 #: The candidates that count the seed's tokens, not ``str.split``'s.
-SEED_TOKENS = frozenset({ARROW_STEPS, REGEX_FRAME, ARROW_FLOOR})
+SEED_TOKENS = frozenset({ARROW_STEPS, REGEX_FRAME, ARROW_FLOOR, BATCH_STEPS, BATCH_STEPS_FRAME})
 
 
 def _median(values: list[float]) -> float:
