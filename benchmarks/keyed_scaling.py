@@ -22,6 +22,16 @@ only if the exchange costs less than the work the second process takes
 over (issue: two processes faster than one). The table prints each
 median, the spread and the speed-up of two processes over one; the
 machine's core count and load average say what the speed-up can be.
+
+A second table compares ``fold_final`` without and with ``merger=`` (the
+pre-exchange combine), the four runs (plain and merged, 1 and 2
+processes) interleaved in each round: ``items`` integers keyed the same
+way, summed per key (``folder`` and ``merger`` are plain Python functions,
+not ``operator.add``). Its ``merged vs plain`` column is the plain run's
+work over the merged one's on the same process count (above 1: the
+combine pays); ``2 vs 1`` is the speed-up of two processes over one.
+
+    python -m benchmarks.keyed_scaling --only fold_final   # the second table alone
 """
 
 from __future__ import annotations
@@ -117,6 +127,37 @@ FLOWS: dict[str, Callable[[int], Dataflow]] = {
 }
 
 
+def _fold_sum(total: int, value: int) -> int:
+    return total + value
+
+
+def _merge_sums(a: int, b: int) -> int:
+    return a + b
+
+
+def fold_final_flow(items: int) -> Dataflow:
+    """``items`` integers keyed by ``x % 10,000``, summed per key by ``fold_final``."""
+    flow = Dataflow("keyed_fold")
+    keyed = op.key_on("key", op.input("inp", flow, Shares(items)), _key)
+    op.output("out", op.fold_final("sum", keyed, int, _fold_sum), Drop())
+    return flow
+
+
+def fold_final_merger_flow(items: int) -> Dataflow:
+    """The same sums with ``merger=``: each worker folds its own values before the exchange."""
+    flow = Dataflow("keyed_fold")
+    keyed = op.key_on("key", op.input("inp", flow, Shares(items)), _key)
+    op.output("out", op.fold_final("sum", keyed, int, _fold_sum, merger=_merge_sums), Drop())
+    return flow
+
+
+#: the fold_final candidates, measured against each other on each process count
+FOLDS: dict[str, Callable[[int], Dataflow]] = {
+    "plain": fold_final_flow,
+    "merger": fold_final_merger_flow,
+}
+
+
 def timed(build: Callable[[int], Dataflow], items: int, processes: int) -> float:
     """Seconds of one ``run_cluster`` of ``build(items)`` on ``processes`` x 1 worker."""
     flow = build(items)
@@ -125,27 +166,15 @@ def timed(build: Callable[[int], Dataflow], items: int, processes: int) -> float
     return time.perf_counter() - start
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Measure both flows on 1 and 2 processes, interleaved; print a Markdown table."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.keyed_scaling", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("--items", type=int, default=2_000_000, help="items per flow")
-    parser.add_argument("--repeat", type=int, default=3, help="timed rounds after a warm-up")
-    args = parser.parse_args(argv)
-    load = os.getloadavg()[0]
-    print(
-        f"keyed steps on 1 and 2 processes x 1 worker, {args.items:,} items, median of "
-        f"{args.repeat} interleaved rounds, {os.cpu_count()} CPUs, load average {load:.1f}"
-    )
+def _scaling_table(items: int, repeat: int) -> None:
     print("| flow | processes | run s | start and end s | work s | spread | work speed-up |")
     print("|---|--:|--:|--:|--:|--:|--:|")
     for name, build in FLOWS.items():
         runs: dict[int, list[float]] = {1: [], 2: []}
         bases: dict[int, list[float]] = {1: [], 2: []}
-        for round_ in range(args.repeat + 1):
+        for round_ in range(repeat + 1):
             for processes in (1, 2):
-                took = timed(build, args.items, processes)
+                took = timed(build, items, processes)
                 base = timed(build, 1000, processes)
                 if round_:
                     runs[processes].append(took)
@@ -162,6 +191,63 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"| {name} | {processes} | {run_s:.2f} | {base_s:.2f} | {work[processes]:.2f} "
                 f"| {spread:.0%} | {work[1] / work[processes]:.2f}x |"
             )
+
+
+def _fold_table(items: int, repeat: int) -> None:
+    """``fold_final`` plain and with a merger, on 1 and 2 processes, all interleaved."""
+    configs = [(name, processes) for processes in (1, 2) for name in FOLDS]
+    runs: dict[tuple[str, int], list[float]] = {config: [] for config in configs}
+    works: dict[tuple[str, int], list[float]] = {config: [] for config in configs}
+    ratios: dict[int, list[float]] = {1: [], 2: []}
+    for round_ in range(repeat + 1):
+        order = configs if round_ % 2 else configs[::-1]  # neither always goes first
+        for name, processes in order:
+            took = timed(FOLDS[name], items, processes)
+            base = timed(FOLDS[name], 1000, processes)
+            if round_:
+                runs[name, processes].append(took)
+                works[name, processes].append(took - base)
+        if round_:
+            for processes in (1, 2):
+                plain = works["plain", processes][-1]
+                ratios[processes].append(plain / works["merger", processes][-1])
+    print("| fold_final | processes | run s | work s | spread | merged vs plain | 2 vs 1 |")
+    print("|---|--:|--:|--:|--:|--:|--:|")
+    for name, processes in configs:
+        run_s = statistics.median(runs[name, processes])
+        work_s = statistics.median(works[name, processes])
+        one = statistics.median(works[name, 1])
+        spread = (max(runs[name, processes]) - min(runs[name, processes])) / run_s
+        versus = f"{statistics.median(ratios[processes]):.2f}x" if name == "merger" else ""
+        print(
+            f"| {name} | {processes} | {run_s:.2f} | {work_s:.2f} | {spread:.0%} | {versus} "
+            f"| {one / work_s:.2f}x |"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure the flows on 1 and 2 processes, interleaved; print Markdown tables."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.keyed_scaling", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--items", type=int, default=2_000_000, help="items per flow")
+    parser.add_argument("--repeat", type=int, default=3, help="timed rounds after a warm-up")
+    parser.add_argument(
+        "--only",
+        choices=["scaling", "fold_final"],
+        help="one table: the steps that cannot combine, or fold_final with and without a merger",
+    )
+    args = parser.parse_args(argv)
+    load = os.getloadavg()[0]
+    print(
+        f"keyed steps on 1 and 2 processes x 1 worker, {args.items:,} items, median of "
+        f"{args.repeat} interleaved rounds, {os.cpu_count()} CPUs, load average {load:.1f}"
+    )
+    if args.only in (None, "scaling"):
+        _scaling_table(args.items, args.repeat)
+    if args.only in (None, "fold_final"):
+        _fold_table(args.items, args.repeat)
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
     return 0
 
 

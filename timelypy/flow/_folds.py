@@ -12,11 +12,11 @@ combine check as they fold instead:
   on: each item checked as it is folded, with the per-item steps before it
   compiled into the same loop (:class:`~timelypy.flow._fused.FusedRun`), so
   the pairs they make are folded as they are made;
-* :func:`partial_fold` -- ``fold_final(..., merger=)``'s fold of one batch
-  on the worker that made it: each key's values folded into a fresh
-  ``builder()`` with the user's folder, so one ``(key, partial)`` per key
-  leaves the batch (merged per epoch with the merger, then sent to the
-  key's worker, which merges the partials into the key's accumulator).
+* :class:`FoldInto` -- ``fold_final(..., merger=)``'s combine: given as
+  the reducer, it makes :func:`_fold` fold each key's values of the epoch
+  into a fresh ``builder()`` with the user's folder, so one ``(key,
+  partial)`` per key and epoch leaves the worker for the key's worker,
+  which joins the partials with the merger.
 
 Every refusal is the same :class:`~timelypy.errors.StateKeyError`, naming
 the step, the first bad item and the epoch.
@@ -33,7 +33,7 @@ from timelypy.flow._fused import FOLD_CHECK, FOLD_UNPACK, FusedRun, PerItem
 from timelypy.flow._step_errors import noted, raise_from
 from timelypy.flow.dataflow import Step
 
-__all__ = ["Fold", "keyed_check", "refusal", "checked_fold", "partial_fold"]
+__all__ = ["Fold", "FoldInto", "keyed_check", "refusal", "checked_fold"]
 
 #: A step applied to one batch: ``fn(epoch, items) -> items``.
 BatchFn = Callable[[int, list[Any]], list[Any]]
@@ -94,6 +94,64 @@ def refusal(step: Step, epoch: int, items: list[Any]) -> StateKeyError | None:
     )
 
 
+class FoldInto:
+    """A combine that folds a key's values into ``builder()`` instead of reducing them.
+
+    ``fold_final(..., merger=)`` gives one as its per-epoch combine:
+    :func:`_fold` then folds each key's values of an epoch, in the order
+    they come, into a fresh ``builder()`` with ``folder``, exactly as the
+    key's worker would fold them into its accumulator, and the epoch's
+    ``(key, partial)`` pairs cross to the key's worker, which joins them
+    with ``merger``.  Called, it is that merger: whatever takes it for a
+    plain associative reducer joins accumulators with it.
+
+    >>> from timelypy.flow.dataflow import Step
+    >>> fold = _fold(Step("fold_final", "sum"), FoldInto(int, lambda acc, v: acc + v, max))
+    >>> acc = {}
+    >>> fold(0, acc, [("a", 1), ("b", 5), ("a", 2)])
+    >>> acc
+    {'a': 3, 'b': 5}
+    """
+
+    __slots__ = ("builder", "folder", "merger")
+
+    #: the user's function :func:`_fold` calls, for error messages
+    what = "the folder"
+
+    def __init__(
+        self,
+        builder: Callable[[], Any],
+        folder: Callable[[Any, Any], Any],
+        merger: Callable[[Any, Any], Any],
+    ) -> None:
+        self.builder = builder
+        self.folder = folder
+        self.merger = merger
+
+    def __call__(self, acc: Any, partial: Any) -> Any:
+        return self.merger(acc, partial)
+
+
+def _fold_into(step: Step, into: FoldInto) -> Fold:
+    """``fold(epoch, acc, items)`` for :class:`FoldInto`: each value folded into its key's acc."""
+    step_id, operator = step.step_id, step.operator
+    builder, folder = into.builder, into.folder
+
+    def fold(epoch: int, acc: dict[str, Any], items: list[Any]) -> None:
+        get = acc.get
+        missing = _MISSING
+        key: Any = None
+        try:
+            for key, value in items:
+                old = get(key, missing)
+                acc[key] = folder(builder() if old is missing else old, value)
+        except Exception as exc:
+            noted(exc, step_id, operator, f"the folder raised on key {key!r} at epoch {epoch}")
+            raise
+
+    return fold
+
+
 def _fold(step: Step, reducer: Callable[[Any, Any], Any]) -> Fold:
     """``fold(epoch, acc, items)``: fold each ``(key, value)`` of ``items`` into ``acc`` in order.
 
@@ -112,6 +170,8 @@ def _fold(step: Step, reducer: Callable[[Any, Any], Any]) -> Fold:
     ``True`` and a float a float) costs two more passes over the batch,
     and with them the C count was slower (62 ns an item) than this loop.
     """
+    if isinstance(reducer, FoldInto):
+        return _fold_into(step, reducer)
     step_id, operator = step.step_id, step.operator
 
     def reducer_raised(exc: BaseException, key: Any, epoch: int) -> None:
@@ -202,37 +262,3 @@ def _raise_fused(fused: FusedRun, step: Step, worker: int, epoch: int, exc: Exce
     key = local.get("key")
     noted(exc, step.step_id, step.operator, f"the reducer raised on key {key!r} at epoch {epoch}")
     raise exc
-
-
-def partial_fold(
-    step: Step, builder: Callable[[], Any], folder: Callable[[Any, Any], Any]
-) -> BatchFn:
-    """``fold_final``'s pre-exchange fold of one batch: one ``(key, partial)`` per key.
-
-    Each key's values of the batch are folded, in order, into a fresh
-    ``builder()`` with ``folder``, exactly as the key's worker would fold
-    them into its accumulator; the batch is checked first as
-    :func:`keyed_check` checks it (the same :class:`StateKeyError`).
-    What this gives equals what the key's worker would have made only if
-    the user's merger joins partials as folding the values one by one
-    would (``merger(fold(xs), fold(ys)) == fold(xs + ys)``): that is what
-    ``fold_final(..., merger=)`` asks of it.
-
-    >>> step = Step("fold_final", "sum", form="graph")
-    >>> partial_fold(step, int, lambda acc, v: acc + v)(0, [("a", 1), ("b", 5), ("a", 2)])
-    [('a', 3), ('b', 5)]
-    """
-    check = keyed_check(step)
-    missing = _MISSING
-
-    def fn(epoch: int, items: list[Any]) -> list[Any]:
-        check(epoch, items)
-        partials: dict[str, Any] = {}
-        get = partials.get
-        for key, value in items:
-            acc = get(key, missing)
-            partials[key] = folder(builder() if acc is missing else acc, value)
-        return list(partials.items())
-
-    fn.what = "the folder"  # type: ignore[attr-defined]  # named in a StepError
-    return fn

@@ -246,7 +246,8 @@ def combine_epoch(
             except Exception as exc:
                 if step.form != "graph" or isinstance(exc, (StateKeyError, StepError)):
                     raise
-                raise step_error(step.step_id, worker, epoch, "the reducer", exc) from exc
+                what = getattr(reducer, "what", "the reducer")  # fold_final's: the folder
+                raise step_error(step.step_id, worker, epoch, what, exc) from exc
 
         def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
             for cap, items in inp:

@@ -42,7 +42,7 @@ from typing import Any, Generic, Literal, TypeVar, cast
 
 from timelypy.errors import FlowError
 from timelypy.flow import _batch
-from timelypy.flow._folds import partial_fold
+from timelypy.flow._folds import FoldInto, keyed_check
 from timelypy.flow._fused import PerItem, per_item
 from timelypy.flow._graph import BatchFn, KeyedSpec, StatelessSpec
 from timelypy.flow._keyed import (
@@ -749,7 +749,8 @@ def fold_final(
     merge = merger
 
     def prepare(full: str) -> BatchFn:
-        return partial_fold(Step("fold_final", full, form="graph"), builder, folder)
+        # the items are checked here, as the key's worker checks them without a merger
+        return keyed_check(Step("fold_final", full, form="graph"))
 
     return _keyed(
         "fold_final",
@@ -757,7 +758,7 @@ def fold_final(
         [up],
         lambda full: FoldFinalLogic(None, merge, merge is add, "the merger"),
         prepare=prepare,
-        combine=merge,
+        combine=FoldInto(builder, folder, merge),
     )
 
 
