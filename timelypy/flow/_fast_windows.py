@@ -92,6 +92,7 @@ class FastKey:
         "floor",
         "max_id",
         "merges",
+        "one",
         "open",
         "queue",
         "settled",
@@ -109,8 +110,11 @@ class FastKey:
         #: the watermark of the key's forgotten state (values before it are late)
         self.floor = floor
         #: window ID -> accumulator (tumbling, sliding); for sessions window ID ->
-        #: [open, close, merged IDs]
+        #: [open, close, merged IDs (None until a merge)]
         self.open: dict[int, Any] = {}
+        #: sessions: (window ID, [open, close, merged IDs]) of the key's only open
+        #: session, None unless exactly one is open (kept by :func:`_one_session`)
+        self.one: tuple[int, list[Any]] | None = None
         #: sessions: window ID -> accumulator (a merged session's until its merge is done)
         self.accs: dict[int, Any] = {}
         #: on-time values the watermark has not passed: (timestamp, value); ordered
@@ -124,6 +128,12 @@ class FastKey:
         self.merges: list[tuple[int, int]] = []
         #: the first close (or queued time) its timer was last set for (inf: none)
         self.settled: float = _POS
+
+
+def _one_session(state: FastKey) -> None:
+    """Point ``state.one`` at the key's only open session, if exactly one is open."""
+    opened = state.open
+    state.one = next(iter(opened.items())) if len(opened) == 1 else None
 
 
 class FastWindowsLogic(KeyedLogic):
@@ -216,18 +226,19 @@ class FastWindowsLogic(KeyedLogic):
             return
         gap = self.gap
         accs = state.accs
-        if len(opened) == 1:
+        one = state.one
+        if one is not None:
             # the common case: the key's one open session; nothing to merge with
-            for window_id, session in opened.items():
-                start, end = session[0], session[1]
-                if start - gap <= at <= end + gap:
-                    if at < start:
-                        session[0] = at
-                    elif at > end:
-                        session[1] = at
-                        state.closes = at + gap + 1
-                    accs[window_id] = folder(accs[window_id], value)
-                    return
+            window_id, session = one
+            start, end = session[0], session[1]
+            if start - gap <= at <= end + gap:
+                if at < start:
+                    session[0] = at
+                elif at > end:
+                    session[1] = at
+                    state.closes = at + gap + 1
+                accs[window_id] = folder(accs[window_id], value)
+                return
         found = None
         for window_id, session in opened.items():
             if session[0] - gap <= at <= session[1] + gap:
@@ -251,11 +262,13 @@ class FastWindowsLogic(KeyedLogic):
                 if window_id != found and other[0] - gap <= at <= other[1] + gap:
                     state.closes = None
                     self._merge_sessions(state)
+                    _one_session(state)
                     break
             accs[found] = folder(accs[found], value)
             return
         state.max_id += 1
-        opened[state.max_id] = [at, at, set()]
+        opened[state.max_id] = [at, at, None]
+        _one_session(state)
         closes = state.closes
         if closes is not None and at + gap + 1 < closes:
             state.closes = at + gap + 1
@@ -275,6 +288,8 @@ class FastWindowsLogic(KeyedLogic):
         for this_id, this in ordered[1:]:
             if this[0] - last[1] <= self.gap:
                 last[1] = max(last[1], this[1])
+                if last[2] is None:
+                    last[2] = set()
                 last[2].add(this_id)
                 state.merges.append((this_id, last_id))
                 del opened[this_id]
@@ -328,8 +343,14 @@ class FastWindowsLogic(KeyedLogic):
                 out.append((key, (DOWN, window_id, accs.pop(window_id))))
                 if emit_meta:
                     # sessions' times are whole microseconds, never infinite: no _dt()
-                    meta = make_meta(_EPOCH + _US * start, _EPOCH + _US * end, set(merged_ids))
+                    meta = make_meta(
+                        _EPOCH + _US * start,
+                        _EPOCH + _US * end,
+                        set(merged_ids) if merged_ids else set(),
+                    )
                     out.append((key, (META, window_id, meta)))
+            if closed:
+                _one_session(state)
             return
         align, offset, length = self.align, self.offset, self.length
         closed = []
@@ -478,8 +499,8 @@ class FastWindowsLogic(KeyedLogic):
                             state.closes = end
                 else:
                     opened[window_id] = folder(acc, value)
-            elif session and len(opened) == 1:
-                ((window_id, one),) = opened.items()
+            elif session and state.one is not None:
+                window_id, one = state.one
                 if one[0] - gap <= at <= one[1] + gap:
                     if at < one[0]:
                         one[0] = at
@@ -574,5 +595,7 @@ class FastWindowsLogic(KeyedLogic):
                 heapq.heapify(queue)
             state.open, state.queue, state.max_id, state.accs = opened, queue, max_id, accs
             state.closes = None
+            if self.session:
+                _one_session(state)
             self.keys[key] = state
             self._settle(key, state, time.time())
