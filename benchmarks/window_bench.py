@@ -609,6 +609,13 @@ def goal_rows(workloads: Sequence[FlowWorkload]) -> list[list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the windowing benchmark (or profile it) and print its tables."""
+    try:
+        return _main(argv)
+    finally:
+        gc.unfreeze()  # (a caller's process, a test's, gets its collector back whole)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = peer_parser(
         "benchmarks.window_bench",
         __doc__,
