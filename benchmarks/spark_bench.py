@@ -232,13 +232,51 @@ def batch_flow(from_rows: bool = False) -> Any:
     return flow
 
 
+#: The characters Python's ``\s`` matches in a ``str`` (``str.isspace``), in RE2's syntax:
+#: RE2's own ``\s`` is ASCII's ``[\t\n\f\r ]`` only.
+_PYTHON_SPACE = (
+    r"\t-\r\x1c-\x20\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
+)
+#: The seed's separators for ``pyarrow.compute``'s RE2, ``\s`` as Python reads it.
+ARROW_SEPARATORS = f'[{_PYTHON_SPACE}!,.?":;0-9]+'
+#: ASCII text, one pass: every separator byte of the seed's tokens becomes a space, and
+#: every upper-case letter its lower case (what ``str.lower`` does to ASCII).
+_ASCII_SEPARATORS = b'\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f !,.?":;0123456789'
+ASCII_TOKENS = bytes.maketrans(
+    bytes(range(ord("A"), ord("Z") + 1)) + _ASCII_SEPARATORS,
+    bytes(range(ord("a"), ord("z") + 1)) + b" " * len(_ASCII_SEPARATORS),
+)
+
+
 def arrow_words(batch: Any) -> list[Any]:
-    """A record batch of lines -> one of their words: ``utf8_lower``, split on the separators."""
+    """A record batch of lines -> one of their words: the seed's tokens, lower-cased.
+
+    ASCII lines (checked per batch) take one translation of the batch's
+    bytes (:data:`ASCII_TOKENS`: separators to spaces, upper case to lower)
+    and Arrow's ``ascii_split_whitespace``; other lines ``utf8_lower`` and
+    ``split_pattern_regex`` on :data:`ARROW_SEPARATORS`.  Either way the
+    words are those of ``re.findall(SEED_TOKEN, line.lower())`` (on the
+    second path, where Arrow's ``utf8_lower`` agrees with ``str.lower``);
+    the first takes under half the time of the second.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    lower = pc.utf8_lower(batch.column(0))
-    tokens = pc.list_flatten(pc.split_pattern_regex(lower, SEED_SEPARATORS))
+    lines = batch.column(0)
+    validity, offsets, data = lines.buffers()
+    text = b"" if data is None else data.to_pybytes()
+    if text.isascii():
+        spaced = pa.Array.from_buffers(
+            pa.string(),
+            len(lines),
+            [validity, offsets, pa.py_buffer(text.translate(ASCII_TOKENS))],
+            lines.null_count,
+            lines.offset,
+        )
+        tokens = pc.list_flatten(pc.ascii_split_whitespace(spaced))
+    else:
+        lower = pc.utf8_lower(lines)
+        tokens = pc.list_flatten(pc.split_pattern_regex(lower, ARROW_SEPARATORS))
     return [pa.record_batch({"word": pc.filter(tokens, pc.not_equal(tokens, ""))})]
 
 

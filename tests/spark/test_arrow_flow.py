@@ -10,6 +10,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import timelypy.flow.operators as op
 import timelypy_spark
@@ -210,3 +212,23 @@ def test_the_arrow_wordcount_example_counts_the_zen():
         assert f"  {word} {300 * n:,}\n" in out
     assert f"counted {300 * words['better']:,} = {words['better']} x 300." in out
     assert re.search(r"first run: [\d.]+ s\nwarm run: [\d.]+ s", out)
+
+
+#: Letters, the seed's separators (Python's whitespace included: ASCII's that RE2's ``\s``
+#: leaves out, and some of Unicode's) and characters that are neither.
+TOKEN_TEXT = "aZé'_-" + ' \t\n\x0b\x0c\r\x1c\x1f!,.?":;09' + "\x85\xa0\u2003\u3000"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=TOKEN_TEXT, max_size=30), min_size=1, max_size=8), st.booleans())
+def test_the_benchmarks_arrow_tokeniser_gives_the_seeds_words(lines, ascii_only):
+    """``spark_bench.arrow_words`` (a byte translation for ASCII batches, a regex split
+    otherwise) gives the words of the seed's ``findall`` of the lower-cased line."""
+    from benchmarks.spark_bench import SEED_TOKEN, arrow_words
+
+    if ascii_only:
+        lines = [line.encode("ascii", "ignore").decode() for line in lines]
+    batch = pa.record_batch({"value": pa.array(["", *lines])}).slice(1)  # an offset too
+    (words,) = arrow_words(batch)
+    expected = [word for line in lines for word in re.findall(SEED_TOKEN, line.lower())]
+    assert words.column(0).to_pylist() == expected
