@@ -323,3 +323,163 @@ def test_an_item_that_is_not_a_keyed_pair_is_the_same_state_key_error():
         op.output("out", op.fold_final("fold", up, int, _plus, merger=merger), TestingSink([]))
         with pytest.raises(StateKeyError, match=r"step 'err.fold' \(fold_final\).*\(2, 1\)"):
             run_main(flow, epoch_interval=ZERO)
+
+
+# -- count_window with a system clock: counted per batch before the exchange ----------
+
+
+def _window_outputs(flow: Dataflow, up: Any, windower: Any) -> dict[str, Any]:
+    """``count_window`` (combined) beside the per-value fold it replaced, as printable items."""
+    from timelypy.flow.operators import windowing as w
+
+    combined = w.count_window("combined", up, w.SystemClock(), windower, _word_key)
+    plain = w.fold_window(
+        "plain",
+        op.key_on("plain_key", up, _word_key),
+        w.SystemClock(),
+        windower,
+        int,
+        _count_one,
+        add,
+        ordered=False,
+    )
+    streams: dict[str, Any] = {}
+    for name, out in (("combined", combined), ("plain", plain)):
+        streams[f"{name}_down"] = out.down
+        streams[f"{name}_late"] = out.late
+        streams[f"{name}_meta"] = op.map_value(f"{name}_meta_text", out.meta, _meta_text)
+    return streams
+
+
+def _word_key(word: str) -> str:
+    return word
+
+
+def _count_one(acc: int, value: Any) -> int:
+    return acc + 1
+
+
+def _meta_text(window: tuple[int, Any]) -> tuple[int, str, str, list[int]]:
+    window_id, meta = window
+    return (
+        window_id,
+        meta.open_time.isoformat(),
+        meta.close_time.isoformat(),
+        sorted(meta.merged_ids),
+    )
+
+
+def _windowers() -> dict[str, Any]:
+    """Windows long enough that a whole test run falls into the same ones."""
+    from datetime import UTC, datetime, timedelta
+
+    from timelypy.flow.operators import windowing as w
+
+    start = datetime.now(UTC) - timedelta(hours=1)
+    return {
+        "tumbling": w.TumblingWindower(timedelta(days=1), start),
+        "sliding": w.SlidingWindower(timedelta(days=1), timedelta(hours=5), start),
+        "session": w.SessionWindower(timedelta(days=1)),
+    }
+
+
+_words = st.lists(st.sampled_from(["a", "b", "c", "dd", "é"]), max_size=60)
+
+
+def _untimed(meta: list[Any]) -> list[str]:
+    """A session's open and close times are when its first and last values were read."""
+    assert all(opened <= closed for _, (_, opened, closed, _) in meta)
+    return sorted(repr((key, window_id, merged)) for key, (window_id, _, _, merged) in meta)
+
+
+def _same_windows(got: dict[str, list[Any]], words: list[str], session: bool) -> None:
+    for kind in ("down", "late", "meta"):
+        combined, plain = got[f"combined_{kind}"], got[f"plain_{kind}"]
+        if kind == "meta" and session:
+            assert _untimed(combined) == _untimed(plain)
+        else:
+            assert sorted(map(repr, combined)) == sorted(map(repr, plain))
+    assert got["combined_late"] == []
+    totals: dict[str, int] = defaultdict(int)
+    for key, (_, count) in got["combined_down"]:
+        totals[key] += count
+    windows_per_value = len({window for _, (window, _) in got["combined_down"]}) or 1
+    assert {k: n // windows_per_value for k, n in totals.items()} == {
+        k: words.count(k) for k in set(words)
+    }
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    words=_words,
+    batch=_batches,
+    windower=st.sampled_from(["tumbling", "sliding", "session"]),
+    workers=st.sampled_from([1, 3]),
+)
+def test_a_system_clock_count_window_gives_the_windows_of_the_per_value_fold(
+    words, batch, windower, workers
+):
+    """Property: counted per batch or value by value, the same windows, metadata, late values."""
+    flow = Dataflow("count")
+    up = op.redistribute("spread", op.input("inp", flow, TestingSource(words, batch)))
+    got: dict[str, list[Any]] = {}
+    for name, stream in _window_outputs(flow, up, _windowers()[windower]).items():
+        got[name] = []
+        op.output(f"out_{name}", stream, TestingSink(got[name]))
+    cluster_main(flow, [], 0, worker_count_per_proc=workers, epoch_interval=ZERO)
+    _same_windows(got, words, windower == "session")
+
+
+@settings(
+    max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    words=st.lists(st.sampled_from(["a", "b", "c", "dd", "é"]), min_size=20, max_size=80),
+    batch=st.integers(min_value=8, max_value=40),
+)
+def test_a_system_clock_count_window_on_two_processes(tmp_path, words, batch):
+    """Property: on two real processes too (each reads its own system clock)."""
+    windowers = _windowers()
+    with tempfile.TemporaryDirectory(dir=tmp_path) as directory:
+
+        def build(flow: Dataflow) -> dict[str, Any]:
+            up = op.redistribute("spread", op.input("inp", flow, TestingSource(words, batch)))
+            streams: dict[str, Any] = {}
+            for name, windower in windowers.items():
+                with flow.scope(name):
+                    for kind, stream in _window_outputs(flow, up, windower).items():
+                        streams[f"{name}_{kind}"] = stream
+            return streams
+
+        got = collect("processes", Path(directory), build)
+    for name in windowers:
+        _same_windows({kind: got[f"{name}_{kind}"] for kind in _kinds()}, words, name == "session")
+
+
+def _kinds() -> list[str]:
+    return [f"{form}_{kind}" for form in ("combined", "plain") for kind in ("down", "late", "meta")]
+
+
+def test_short_system_clock_windows_count_every_item_once():
+    # windows of a millisecond: which window a value falls into depends on when it
+    # arrives, but every item is counted in exactly one tumbling window, combined or not
+    from datetime import UTC, datetime, timedelta
+
+    from timelypy.flow.operators import windowing as w
+
+    words = [w_ for _ in range(300) for w_ in ("a", "b", "c")]
+    windower = w.TumblingWindower(timedelta(milliseconds=1), datetime.now(UTC))
+    flow = Dataflow("short")
+    up = op.input("inp", flow, TestingSource(words, 7))
+    got: dict[str, list[Any]] = {}
+    for name, stream in _window_outputs(flow, up, windower).items():
+        got[name] = []
+        op.output(f"out_{name}", stream, TestingSink(got[name]))
+    cluster_main(flow, [], 0, worker_count_per_proc=2, epoch_interval=ZERO)
+    for form in ("combined", "plain"):
+        totals: dict[str, int] = defaultdict(int)
+        for key, (_, count) in got[f"{form}_down"]:
+            totals[key] += count
+        assert dict(totals) == {"a": 300, "b": 300, "c": 300}
+        assert got[f"{form}_late"] == []
+        assert len(got[f"{form}_meta"]) == len(got[f"{form}_down"])

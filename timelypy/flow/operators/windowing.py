@@ -61,13 +61,14 @@ import copy
 import dataclasses
 import datetime
 import functools
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from timelypy.communication.codec import register_marked
 from timelypy.errors import FlowError
 from timelypy.flow._fast_windows import FastPlan, FastWindowsLogic, micros
-from timelypy.flow._graph import KeyedSpec
+from timelypy.flow._graph import BatchFn, KeyedSpec
 from timelypy.flow._windows import TOMBSTONES, WindowsLogic
 from timelypy.flow.dataflow import KeyedStream, Stream
 from timelypy.flow.operators import (
@@ -75,6 +76,8 @@ from timelypy.flow.operators import (
     JoinInsertMode,
     _callable,
     _flow,
+    _stateless,
+    _str_keys,
     key_on,
 )
 
@@ -860,12 +863,59 @@ def count_window(
     windower: Windower[Any],
     key: Callable[[X], str],
 ) -> WindowOut[X, int]:
-    """Count the items per ``key(item)`` and window."""
+    """Count the items per ``key(item)`` and window.
+
+    With a :class:`SystemClock` and a built-in windower each worker counts
+    its own items per key in each batch, and one ``(key, count)`` per key
+    and batch crosses to the key's worker (see :func:`_counted_batches`);
+    with an :class:`EventClock` every item crosses, since whether it is late
+    is told by its key's watermark, on the key's worker.
+
+    >>> import timelypy.flow.operators as op
+    >>> from timelypy.flow.dataflow import Dataflow
+    >>> from timelypy.flow.testing import TestingSource, run_to_list
+    >>> from datetime import datetime, timedelta, timezone
+    >>> day = timedelta(days=1)
+    >>> start = datetime.now(timezone.utc) - timedelta(hours=1)  # one window holds the run
+    >>> flow = Dataflow("doc")
+    >>> clicks = op.input("inp", flow, TestingSource(["home", "cart", "home"]))
+    >>> counts = count_window("count", clicks, SystemClock(), TumblingWindower(day, start), str)
+    >>> sorted(run_to_list(counts.down))
+    [('cart', (0, 1)), ('home', (0, 2))]
+    """
     _callable(key, "key", step_id, "count_window")
     flow = _flow(up, step_id, "count_window")
     with flow.scope(step_id):
+        if type(clock) is SystemClock and type(windower) in _BUILT_IN_WINDOWERS:
+            counted = _counted_batches("key", up, key)
+            return fold_window("count", counted, clock, windower, int, _plus, _plus, ordered=False)
         keyed = key_on("key", up, key)
         return fold_window("count", keyed, clock, windower, int, _count, _plus, ordered=False)
+
+
+def _counted_batches(step_id: str, up: Stream[X], key: Callable[[X], str]) -> KeyedStream[int]:
+    """``(key, n)`` for each key of a batch, ``n`` its items there (counted in C).
+
+    A :class:`SystemClock` gives every value the system time its key's
+    worker reads when it takes the batch the value came in, and none is
+    ever late; a built-in windower puts a value into windows by that time
+    alone. So ``n`` values arriving together and ``(key, n)`` arriving in
+    their place fall into the same windows, which count them the same, and
+    close at the same times: the windows, their metadata and (empty) late
+    values are those of the values one by one. The counts leave with the
+    batch, as its values would, not held to the end of the epoch: a later
+    arrival would read a later time, and could fall into a later window.
+    """
+
+    def make(worker: int, step_id: str) -> BatchFn:
+        def fn(epoch: int, items: list[Any]) -> list[Any]:
+            counts = Counter(map(key, items))
+            _str_keys(list(counts), key, step_id)
+            return list(counts.items())
+
+        return fn
+
+    return _stateless("key_count", step_id, up, make, "the key function")
 
 
 def _count(acc: int, value: Any) -> int:
@@ -874,6 +924,9 @@ def _count(acc: int, value: Any) -> int:
 
 def _plus(a: int, b: int) -> int:
     return a + b
+
+
+_BUILT_IN_WINDOWERS = (TumblingWindower, SlidingWindower, SessionWindower)
 
 
 def max_window(
