@@ -59,7 +59,13 @@ master has cores), on the same SparkSession:
   ``collect=True``; no hand-written operator;
 * ``timelypy batch steps, DataFrame in (lower+regex)`` -- the same flow over
   ``read.text``'s DataFrame (rows ``(line,)`` from Arrow batches), the counts
-  as a DataFrame (``word string, count long``), then ``collect``.
+  as a DataFrame (``word string, count long``), then ``collect``;
+* ``python floor, batch (no engine, lower+regex)`` -- the least a Python
+  engine running that batch-level flow could do: ``textFile`` ->
+  ``mapPartitions`` calling ``count_seed_batch`` on slices of
+  ``PULL_LIMIT`` lines (the batches the flow's reader hands over) and adding
+  the partial counts up in a dict, then the partitions' counts merged on
+  the driver -- no dataflow, no exchange.
 
 ``--only arrow,regex`` runs the wordcount candidates whose names hold one
 of those strings (and the DataFrame peers every ratio needs: ``--only
@@ -220,6 +226,24 @@ def count_seed_batch(lines: list[str]) -> Counter[str]:
 def count_seed_rows(rows: list[tuple[str]]) -> Counter[str]:
     """:func:`count_seed_batch` of a DataFrame's ``(line,)`` rows."""
     return Counter(_SEED_PATTERN.findall(" ".join([row[0] for row in rows]).lower()))
+
+
+def batch_floor_counts(lines: Iterator[str]) -> Iterator[dict[str, int]]:
+    """One partition's counts by :func:`count_seed_batch` over slices of ``PULL_LIMIT`` lines.
+
+    The batch-level flow's work with no engine around it: the same function
+    on batches of the size the flow's reader hands over, the partial counts
+    added up per word as ``reduce_epoch(add)`` does.
+    """
+    from itertools import islice
+
+    from timelypy.flow.driver import PULL_LIMIT
+
+    acc: dict[str, int] = {}
+    while chunk := list(islice(lines, PULL_LIMIT)):
+        for word, n in count_seed_batch(chunk).items():
+            acc[word] = acc[word] + n if word in acc else n
+    yield acc
 
 
 def batch_flow(from_rows: bool = False) -> Any:
@@ -564,6 +588,12 @@ def wordcount(
         finally:
             counts.unpersist()
 
+    def batch_floor() -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for counts in lines().mapPartitions(batch_floor_counts).collect():
+            total.update(counts)
+        return dict(total)
+
     def floor() -> dict[str, int]:
         total: Counter[str] = Counter()
         for counts in lines().mapPartitions(floor_counts).collect():
@@ -583,6 +613,7 @@ def wordcount(
         ARROW_FLOOR: lambda: arrow_floor_wordcount(spark, paths),
         BATCH_STEPS: flow_batch,
         BATCH_STEPS_FRAME: flow_batch_frame,
+        BATCH_FLOOR: batch_floor,
     }
     if only:  # the peers the table's ratios are against always run
         keep = [*only, "pyspark dataframe"]
@@ -863,8 +894,12 @@ ARROW_FLOOR = "pyspark mapInArrow, same kernels (lower+regex)"
 BATCH_STEPS = "timelypy batch steps (lower+regex)"
 #: The same flow over ``read.text``'s DataFrame, a DataFrame out.
 BATCH_STEPS_FRAME = "timelypy batch steps, DataFrame in (lower+regex)"
+#: The batch-level flow's work with no engine (:func:`batch_floor_counts`).
+BATCH_FLOOR = "python floor, batch (no engine, lower+regex)"
 #: The candidates that count the seed's tokens, not ``str.split``'s.
-SEED_TOKENS = frozenset({ARROW_STEPS, REGEX_FRAME, ARROW_FLOOR, BATCH_STEPS, BATCH_STEPS_FRAME})
+SEED_TOKENS = frozenset(
+    {ARROW_STEPS, REGEX_FRAME, ARROW_FLOOR, BATCH_STEPS, BATCH_STEPS_FRAME, BATCH_FLOOR}
+)
 
 
 def _median(values: list[float]) -> float:
@@ -982,7 +1017,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             stats, peaks = wordcount(
                 spark, paths, cores, repeat, expected, 2 if index == 0 else 1, seed, only
             )
-            versus = {"vs reduceByKey": "pyspark rdd", "vs lower+regex DF": REGEX_FRAME}
+            versus = {
+                "vs reduceByKey": "pyspark rdd",
+                "vs lower+regex DF": REGEX_FRAME,
+                "vs batch floor": BATCH_FLOOR,
+            }
             rows.extend(
                 _table_rows(
                     f"wordcount {words:,} words on {args.master}",
@@ -1042,6 +1081,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             "vs lower+regex DF",
             "vs reduceByKey",
             "vs floor",
+            "vs batch floor",
         ],
         markdown=args.markdown,
     )

@@ -67,3 +67,5 @@ def test_count_seed_batch_is_the_seeds_tokenisation_whatever_the_cut():
         assert total == expected
     rows = [(line,) for line in LINES]
     assert spark_bench.count_seed_rows(rows) == expected
+    (floor,) = spark_bench.batch_floor_counts(iter(LINES))  # the no-engine candidate
+    assert floor == dict(expected)
