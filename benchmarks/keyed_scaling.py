@@ -32,11 +32,20 @@ work over the merged one's on the same process count (above 1: the
 combine pays); ``2 vs 1`` is the speed-up of two processes over one.
 
     python -m benchmarks.keyed_scaling --only fold_final   # the second table alone
+
+A third table does the same for ``count_window`` with a ``SystemClock``
+and one-second tumbling windows, which counts per key and batch before the
+exchange, against the per-value fold it replaced (``fold_window`` over
+``key_on``, counting one per value), with 10,000 keys (a batch of 1,000
+holds about 1,000 distinct keys: nothing to combine) and with 100.
+
+    python -m benchmarks.keyed_scaling --only count_window
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -166,6 +175,66 @@ def timed(build: Callable[[int], Dataflow], items: int, processes: int) -> float
     return time.perf_counter() - start
 
 
+def _window_key(x: int, keys: int) -> str:
+    return str(x % keys)
+
+
+def _count_one(acc: int, value: int) -> int:
+    return acc + 1
+
+
+def count_window_flow(items: int, keys: int, combined: bool) -> Dataflow:
+    """``items`` integers counted per ``x % keys`` in one-second system-clock windows."""
+    from datetime import UTC, datetime, timedelta
+
+    from timelypy.flow.operators import windowing as w
+
+    flow = Dataflow("keyed_count_window")
+    up = op.input("inp", flow, Shares(items))
+    key = functools.partial(_window_key, keys=keys)
+    windower = w.TumblingWindower(timedelta(seconds=1), datetime(2024, 1, 1, tzinfo=UTC))
+    if combined:
+        out = w.count_window("count", up, w.SystemClock(), windower, key)
+    else:
+        keyed = op.key_on("key", up, key)
+        out = w.fold_window(
+            "count", keyed, w.SystemClock(), windower, int, _count_one, _merge_sums, ordered=False
+        )
+    op.output("out", out.down, Drop())
+    return flow
+
+
+def _window_table(items: int, repeat: int) -> None:
+    """``count_window`` (per batch) against the per-value fold, 1 and 2 processes, interleaved."""
+    configs = [
+        (keys, form, processes)
+        for keys in (10_000, 100)
+        for processes in (1, 2)
+        for form in ("per value", "per batch")
+    ]
+    works: dict[tuple[int, str, int], list[float]] = {config: [] for config in configs}
+    for round_ in range(repeat + 1):
+        for keys, form, processes in configs if round_ % 2 else configs[::-1]:
+            build = functools.partial(count_window_flow, keys=keys, combined=form == "per batch")
+            took = timed(build, items, processes)
+            base = timed(build, 1000, processes)
+            if round_:
+                works[keys, form, processes].append(took - base)
+    print("| count_window | keys | processes | work s | spread | per batch vs per value |")
+    print("|---|--:|--:|--:|--:|--:|")
+    for keys, form, processes in configs:
+        got = works[keys, form, processes]
+        work_s = statistics.median(got)
+        spread = (max(got) - min(got)) / work_s
+        plain = works[keys, "per value", processes]
+        versus = (
+            f"{statistics.median(p / c for p, c in zip(plain, got, strict=True)):.2f}x"
+            if form == "per batch"
+            else ""
+        )
+        print(f"| {form} | {keys:,} | {processes} | {work_s:.2f} | {spread:.0%} | {versus} |")
+
+
 def _scaling_table(items: int, repeat: int) -> None:
     print("| flow | processes | run s | start and end s | work s | spread | work speed-up |")
     print("|---|--:|--:|--:|--:|--:|--:|")
@@ -234,8 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="timed rounds after a warm-up")
     parser.add_argument(
         "--only",
-        choices=["scaling", "fold_final"],
-        help="one table: the steps that cannot combine, or fold_final with and without a merger",
+        choices=["scaling", "fold_final", "count_window"],
+        help="one table: the steps that cannot combine, fold_final with and without a merger, "
+        "or count_window per batch and per value",
     )
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
@@ -247,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _scaling_table(args.items, args.repeat)
     if args.only in (None, "fold_final"):
         _fold_table(args.items, args.repeat)
+    if args.only in (None, "count_window"):
+        _window_table(args.items, args.repeat)
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     return 0
 

@@ -483,3 +483,37 @@ def test_short_system_clock_windows_count_every_item_once():
         assert dict(totals) == {"a": 300, "b": 300, "c": 300}
         assert got[f"{form}_late"] == []
         assert len(got[f"{form}_meta"]) == len(got[f"{form}_down"])
+
+
+def _counting_flow(words: list[Any], out: list[Any]) -> Dataflow:
+    from datetime import UTC, datetime, timedelta
+
+    from timelypy.flow.operators import windowing as w
+
+    flow = Dataflow("resume_count")
+    up = op.redistribute("spread", op.input("inp", flow, TestingSource(words, 4)))
+    windower = w.TumblingWindower(timedelta(days=1), datetime.now(UTC) - timedelta(hours=1))
+    counts = w.count_window("count", up, w.SystemClock(), windower, _word_key)
+    op.output("out", counts.down, TestingSink(out))
+    return flow
+
+
+def test_an_aborted_system_clock_count_window_resumes_to_the_same_counts(tmp_path):
+    words = [word for n in range(25) for word in ("a", "b", "c")[: 1 + n % 3]]
+    clean: list[Any] = []
+    run_main(_counting_flow(words, clean), epoch_interval=ZERO)
+    marked: list[Any] = [*words[:10], TestingSource.ABORT(), *words[10:30]]
+    marked += [TestingSource.ABORT(), *words[30:]]
+    init_db_dir(tmp_path / "db", 2)
+    config = RecoveryConfig(tmp_path / "db")
+    got: list[Any] = []
+    for workers in (2, 1, 3):
+        cluster_main(
+            _counting_flow(marked, got),
+            [],
+            0,
+            worker_count_per_proc=workers,
+            epoch_interval=ZERO,
+            recovery_config=config,
+        )
+    assert sorted(got) == sorted(clean) == [(key, (0, words.count(key))) for key in ("a", "b", "c")]
