@@ -1,7 +1,7 @@
 r"""timelypy.flow (the epoch chain and the stream graph) against bytewax 0.21.1 and plain Python.
 
     python -m benchmarks.flow_bench [--quick] [--repeat N] [--markdown]
-                                    [--no-bytewax] [--no-cluster]
+                                    [--no-bytewax] [--no-cluster] [--no-windows]
                                     [--workload NAME ...] [--profile [--top N]]
 
 Every candidate does the same work on the same data in the same run; they are
@@ -855,13 +855,15 @@ def build_workloads(
     only: Sequence[str] = WORKLOADS,
     graph_items: int = GRAPH_ITEMS,
     batch_sizes: Sequence[int] = bytewax_peer.BATCH_SIZES,
+    windows: bool = True,
 ) -> list[FlowWorkload]:
     """Bind every candidate to its input, built from ``lines`` (``epochs`` at most one per line).
 
     ``graph_items``: the size of ``stateful_map_graph`` and ``branch_merge`` and of
     each side of ``join_running`` (at most half the words of ``lines``).
     ``batch_sizes``: bytewax's input batch sizes; each bytewax row runs at every one,
-    the per-item operators' rows first.
+    the per-item operators' rows first. ``windows=False`` leaves out the
+    ``fold_window`` row of ``wordcount_1000_epochs`` (shown for scale only).
     """
     workloads: list[FlowWorkload] = []
     n_words = sum(len(tokenize(line)) for line in lines)
@@ -940,15 +942,16 @@ def build_workloads(
                 "'epoch:word' key: the same counts, emitted at the end of the input (bytewax "
                 "has no user epochs); the goal's bytewax rows are these keyed ones"
             )
-            window = bytewax_label(
-                "op.map/flat_map/map+fold_window", bytewax_peer.DEFAULT_BATCH_SIZE, " (windows)"
-            )
-            cands[window] = lambda: bytewax_wordcount_windowed(stamped)
-            norm[window] = from_windows
-            describe[window] = (
-                "a 1 s event-time tumbling window per epoch (fold_window, a wake-up per key "
-                "and window): shown for scale, not a goal's peer"
-            )
+            if windows:
+                window = bytewax_label(
+                    "op.map/flat_map/map+fold_window", bytewax_peer.DEFAULT_BATCH_SIZE, " (windows)"
+                )
+                cands[window] = lambda: bytewax_wordcount_windowed(stamped)
+                norm[window] = from_windows
+                describe[window] = (
+                    "a 1 s event-time tumbling window per epoch (fold_window, a wake-up per key "
+                    "and window): shown for scale, not a goal's peer"
+                )
         workloads.append(
             FlowWorkload(
                 "wordcount_1000_epochs",
@@ -1305,6 +1308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-cluster", action="store_true", help="skip 'timelypy 2 threads' and '2 procs'"
     )
+    parser.add_argument(
+        "--no-windows",
+        action="store_true",
+        help="skip bytewax's fold_window row of wordcount_1000_epochs (for scale only; slow)",
+    )
     args = parser.parse_args(argv)
     settings = peer_run(parser, args, logger)
     bytewax, scale, repeat, size = (
@@ -1324,6 +1332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ordered=ORDERED_ITEMS // scale,
             bytewax=bytewax,
             cluster=not args.no_cluster and not args.profile,
+            windows=not args.no_windows,
             only=[name],
             graph_items=GRAPH_ITEMS // scale,
         )

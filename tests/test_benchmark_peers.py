@@ -244,6 +244,10 @@ def test_flow_bench_shows_bytewax_at_each_batch_size_and_in_its_batch_api(corpus
     assert len(window) == 1 and window[0] in by_name["wordcount_1000_epochs"].describe
     file_goals = [g for w, g in goals if w == "wordcount_file" and "bytewax" in g]
     assert len(file_goals) == 2 * len(sizes) and all("FileSource" in g for g in file_goals)
+    (no_window,) = flow_bench.build_workloads(
+        corpus[0][:60], epochs=7, only=["wordcount_1000_epochs"], windows=False
+    )
+    assert not [n for n in no_window.candidates if "fold_window" in n]
     legend = [line for w in workloads for line in w.legend_lines()]
     first = label(per_item, sizes[0])
     assert any(
