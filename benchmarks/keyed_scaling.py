@@ -175,6 +175,21 @@ def timed(build: Callable[[int], Dataflow], items: int, processes: int) -> float
     return time.perf_counter() - start
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (the second process)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def measured(build: Callable[[int], Dataflow], items: int, processes: int) -> tuple[float, float]:
+    """Wall and CPU seconds (every process's) of one ``run_cluster`` of ``build(items)``."""
+    flow = build(items)
+    cpu = _cpu()
+    start = time.perf_counter()
+    run_cluster(flow, proc_count=processes, worker_count_per_proc=1)
+    return time.perf_counter() - start, _cpu() - cpu
+
+
 def _window_key(x: int, keys: int) -> str:
     return str(x % keys)
 
@@ -213,26 +228,34 @@ def _window_table(items: int, repeat: int) -> None:
         for form in ("per value", "per batch")
     ]
     works: dict[tuple[int, str, int], list[float]] = {config: [] for config in configs}
+    cpus: dict[tuple[int, str, int], list[float]] = {config: [] for config in configs}
     for round_ in range(repeat + 1):
         for keys, form, processes in configs if round_ % 2 else configs[::-1]:
             build = functools.partial(count_window_flow, keys=keys, combined=form == "per batch")
-            took = timed(build, items, processes)
-            base = timed(build, 1000, processes)
+            took, cpu = measured(build, items, processes)
+            base, base_cpu = measured(build, 1000, processes)
             if round_:
                 works[keys, form, processes].append(took - base)
-    print("| count_window | keys | processes | work s | spread | per batch vs per value |")
-    print("|---|--:|--:|--:|--:|--:|")
+                cpus[keys, form, processes].append(cpu - base_cpu)
+    print(
+        "| count_window | keys | processes | work s | spread | CPU s "
+        "| per batch vs per value | per batch vs per value, CPU |"
+    )
+    print("|---|--:|--:|--:|--:|--:|--:|--:|")
     for keys, form, processes in configs:
         got = works[keys, form, processes]
         work_s = statistics.median(got)
+        cpu_s = statistics.median(cpus[keys, form, processes])
         spread = (max(got) - min(got)) / work_s
-        plain = works[keys, "per value", processes]
-        versus = (
-            f"{statistics.median(p / c for p, c in zip(plain, got, strict=True)):.2f}x"
-            if form == "per batch"
-            else ""
+        versus = versus_cpu = ""
+        if form == "per batch":
+            plain = works[keys, "per value", processes]
+            versus = f"{statistics.median(p / c for p, c in zip(plain, got, strict=True)):.2f}x"
+            versus_cpu = f"{statistics.median(cpus[keys, 'per value', processes]) / cpu_s:.2f}x"
+        print(
+            f"| {form} | {keys:,} | {processes} | {work_s:.2f} | {spread:.0%} | {cpu_s:.2f} "
+            f"| {versus} | {versus_cpu} |"
         )
-        print(f"| {form} | {keys:,} | {processes} | {work_s:.2f} | {spread:.0%} | {versus} |")
 
 
 def _scaling_table(items: int, repeat: int) -> None:
@@ -263,34 +286,48 @@ def _scaling_table(items: int, repeat: int) -> None:
 
 
 def _fold_table(items: int, repeat: int) -> None:
-    """``fold_final`` plain and with a merger, on 1 and 2 processes, all interleaved."""
+    """``fold_final`` plain and with a merger, on 1 and 2 processes, all interleaved.
+
+    Beside the wall times, the CPU seconds of all the run's processes
+    (less those of the 1,000-item run): on a shared machine the wall time
+    moves with the others' load, the CPU a run spends much less.
+    """
     configs = [(name, processes) for processes in (1, 2) for name in FOLDS]
     runs: dict[tuple[str, int], list[float]] = {config: [] for config in configs}
     works: dict[tuple[str, int], list[float]] = {config: [] for config in configs}
+    cpus: dict[tuple[str, int], list[float]] = {config: [] for config in configs}
     ratios: dict[int, list[float]] = {1: [], 2: []}
     for round_ in range(repeat + 1):
         order = configs if round_ % 2 else configs[::-1]  # neither always goes first
         for name, processes in order:
-            took = timed(FOLDS[name], items, processes)
-            base = timed(FOLDS[name], 1000, processes)
+            took, cpu = measured(FOLDS[name], items, processes)
+            base, base_cpu = measured(FOLDS[name], 1000, processes)
             if round_:
                 runs[name, processes].append(took)
                 works[name, processes].append(took - base)
+                cpus[name, processes].append(cpu - base_cpu)
         if round_:
             for processes in (1, 2):
                 plain = works["plain", processes][-1]
                 ratios[processes].append(plain / works["merger", processes][-1])
-    print("| fold_final | processes | run s | work s | spread | merged vs plain | 2 vs 1 |")
-    print("|---|--:|--:|--:|--:|--:|--:|")
+    print(
+        "| fold_final | processes | run s | work s | spread | CPU s | merged vs plain "
+        "| merged vs plain, CPU | 2 vs 1 |"
+    )
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for name, processes in configs:
         run_s = statistics.median(runs[name, processes])
         work_s = statistics.median(works[name, processes])
+        cpu_s = statistics.median(cpus[name, processes])
         one = statistics.median(works[name, 1])
         spread = (max(runs[name, processes]) - min(runs[name, processes])) / run_s
-        versus = f"{statistics.median(ratios[processes]):.2f}x" if name == "merger" else ""
+        versus = versus_cpu = ""
+        if name == "merger":
+            versus = f"{statistics.median(ratios[processes]):.2f}x"
+            versus_cpu = f"{statistics.median(cpus['plain', processes]) / cpu_s:.2f}x"
         print(
-            f"| {name} | {processes} | {run_s:.2f} | {work_s:.2f} | {spread:.0%} | {versus} "
-            f"| {one / work_s:.2f}x |"
+            f"| {name} | {processes} | {run_s:.2f} | {work_s:.2f} | {spread:.0%} | {cpu_s:.2f} "
+            f"| {versus} | {versus_cpu} | {one / work_s:.2f}x |"
         )
 
 
