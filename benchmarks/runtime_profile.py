@@ -58,7 +58,7 @@ _LINE_NUMBER = re.compile(r":\d+\)$")
 
 def _workloads(names: Sequence[str], quick: bool) -> list[Workload]:
     return build_workloads(
-        scale=10 if quick else 1, bytewax=False, batch_size=DEFAULT_BATCH_SIZE, only=names
+        scale=10 if quick else 1, bytewax=False, batch_sizes=(DEFAULT_BATCH_SIZE,), only=names
     )
 
 
