@@ -77,6 +77,7 @@ from timelypy_spark.arrow import (
     RecordBatchWriter,
     infer_schema,
     is_record_batch,
+    struct_of,
 )
 from timelypy_spark.cluster import default_workers, spark_context
 from timelypy_spark.driver import AttemptService, BarrierStage
@@ -704,6 +705,8 @@ def frame_schema(spark: Any, schema: Any, epoch_column: str | None) -> Any:
 
     if isinstance(schema, StructType):
         struct = schema
+    elif isinstance(schema, str):
+        struct = struct_of(session_of(spark), schema)
     else:
         struct = session_of(spark).createDataFrame([], schema).schema
     if epoch_column is None:

@@ -370,13 +370,25 @@ def materialize_frame(frame: Any, partitions: int) -> Any:
 
     output.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        output.count()
+        _fill_cache(output)
     except BaseException:
         output.unpersist(blocking=False)
         raise
     # The JVM Dataset, not the Python DataFrame: the finalizer must not keep it alive.
     weakref.finalize(output, _unpersist, java_dataset(output))
     return output
+
+
+def _fill_cache(frame: Any) -> None:
+    """Compute a persisted DataFrame once, filling its cache: a write that writes nothing.
+
+    ``frame.count()`` plans another query over the cache (a count per
+    partition, an exchange, a final count: under adaptive execution a job
+    more than the cache needs); Spark's ``noop`` sink runs ``frame``'s own
+    plan to the end, scanning (and so building) the cache, with the
+    session's settings like any action.
+    """
+    frame.write.format("noop").mode("overwrite").save()
 
 
 def _unpersist(dataset: Any) -> None:

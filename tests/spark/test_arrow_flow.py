@@ -119,6 +119,39 @@ def test_epochs_of_record_batches_and_a_schema_inferred_from_the_batches(idle):
     assert rows == sorted((e, t, v, counts[(e, t)]) for (e, t), v in expected.items())
 
 
+def test_a_gang_result_runs_the_workers_once_and_is_cached_for_every_action(idle):
+    from pyspark.sql import functions as F
+
+    spark = idle
+    calls = spark.sparkContext.accumulator(0)
+
+    @F.udf("string")
+    def counted(line):  # no hints: Spark would read them as a pandas UDF's
+        calls.add(1)
+        return line
+
+    before = len(spark.sparkContext._jsc.getPersistentRDDs())
+    frame = spark.createDataFrame([(line,) for line in LINES], "value string").repartition(2)
+    result = timelypy_spark.run_flow(
+        spark,
+        wordcount_flow(),
+        frame.select(counted("value").alias("value")),
+        row_type="arrow",
+        schema="word string, count_all long",
+    )
+    assert calls.value == len(LINES)  # the workers ran, once
+    assert result.is_cached
+    assert len(spark.sparkContext._jsc.getPersistentRDDs()) == before + 1
+    storage = {info.id(): info for info in spark.sparkContext._jsc.sc().getRDDStorageInfo()}
+    assert [info.numCachedPartitions() for info in storage.values()] == [2]  # all of it
+    expected = Counter(w for line in LINES for w in re.findall(r'[^\s!,.?":;0-9]+', line.lower()))
+    assert {row.word: row.count_all for row in result.collect()} == expected
+    assert result.count() == len(expected)
+    assert len(result.take(2)) == 2  # off the barrier stage: partial jobs are allowed
+    assert calls.value == len(LINES)  # no later action ran the workers again
+    result.unpersist()
+
+
 def test_row_type_arrow_needs_a_dataframe_in_and_out(spark):
     frame = spark.createDataFrame([("a",)], "value string")
     with pytest.raises(ConfigError, match="row_type='arrow'"):
