@@ -517,3 +517,108 @@ def test_an_aborted_system_clock_count_window_resumes_to_the_same_counts(tmp_pat
             recovery_config=config,
         )
     assert sorted(got) == sorted(clean) == [(key, (0, words.count(key))) for key in ("a", "b", "c")]
+
+
+# -- a process killed with partials in flight ------------------------------------------
+
+_KILL_JOB = """
+import datetime
+import sys
+
+import timelypy.flow.operators as op
+from timelypy.flow import run_cluster
+from timelypy.flow.dataflow import Dataflow
+from timelypy.flow.recovery import RecoveryConfig
+from tests.flow.graph_recovery_job import LinesSink, Paced, PidSink
+
+
+def append(acc, value):
+    acc.append(value)
+    return acc
+
+
+def extend(a, b):
+    a.extend(b)
+    return a
+
+
+def running_sum(total, value):
+    total = (total or 0) + value
+    return total, total
+
+
+out, store = sys.argv[1], sys.argv[2]
+flow = Dataflow("job")
+a = op.redistribute("spread", op.input("a", flow, Paced("a", 4, "p")))
+folded = op.fold_final("fold", a, list, append, merger=extend)
+op.output("out", op.map_value("fmt", folded, lambda acc: repr(sorted(acc))), LinesSink(out, 3))
+sums = op.map_value("show", op.stateful_map("sums", a, running_sum), repr)
+op.output("progress", sums, LinesSink(out + "/progress", 2))
+op.output("pids", op.filter("none", a, lambda kv: False), PidSink(out))
+run_cluster(
+    flow,
+    proc_count=2,
+    worker_count_per_proc=2,
+    epoch_interval=datetime.timedelta(milliseconds=20),
+    recovery_config=RecoveryConfig(store, partitions=2, commit_interval=0),
+)
+"""
+
+
+@pytest.mark.timeout(180)
+def test_sigkill_a_process_of_a_merged_fold_then_resume(tmp_path):
+    # two processes of two workers, each folding values into partials: the second
+    # process dies with partials of open epochs held or in flight; the resumed run
+    # must give exactly the fold of every value
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from timelypy.recovery.store import RecoveryStore
+
+    from .graph_recovery_job import read_parts
+
+    job = tmp_path / "job.py"
+    job.write_text(_KILL_JOB)
+    count = 600
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "GRAPH_JOB_COUNT": str(count),
+    }
+
+    def start(out: Path, store: Path) -> subprocess.Popen[bytes]:
+        out.mkdir(exist_ok=True)
+        return subprocess.Popen(
+            [sys.executable, str(job), str(out), str(store)], env=env, stderr=subprocess.PIPE
+        )
+
+    want: dict[str, list[int]] = defaultdict(list)
+    for j in range(count):
+        want[f"p{j % 4}-{j % 5}"].append(j)
+    expected = sorted(repr(sorted(values)) for values in want.values())
+
+    clean = start(tmp_path / "clean", tmp_path / "clean-store")
+    assert clean.wait(120) == 0, clean.stderr.read().decode() if clean.stderr else ""
+    assert sorted(read_parts(tmp_path / "clean")) == expected
+
+    first = start(tmp_path / "out", tmp_path / "store")
+    pid_file = tmp_path / "out" / "pid-3"  # a worker of the second process
+    deadline = time.monotonic() + 60
+    while (
+        not (pid_file.exists() and pid_file.read_text())
+        or len(read_parts(tmp_path / "out" / "progress")) < count // 3
+    ):
+        assert time.monotonic() < deadline, "the first run made no progress"
+        assert first.poll() is None, first.stderr.read().decode() if first.stderr else ""
+        time.sleep(0.02)
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert first.wait(30) != 0
+    assert read_parts(tmp_path / "out") == [], "fold_final emits only at the end"
+    assert RecoveryStore(tmp_path / "store").resume_epoch() > 0
+
+    second = start(tmp_path / "out", tmp_path / "store")
+    assert second.wait(120) == 0, second.stderr.read().decode() if second.stderr else ""
+    assert sorted(read_parts(tmp_path / "out")) == expected
