@@ -159,8 +159,8 @@ class FoldFinalLogic(KeyedLogic):
     accumulator.  With ``reducer`` :func:`operator.add` the loop adds
     inline (the same operation, without a call per item).  ``fold_final``
     with a merger is a reduce too: the items are the partials each worker
-    folded (:func:`~timelypy.flow._folds.partial_fold`), ``folder`` the
-    merger, and ``what`` names it in errors.
+    folded per epoch (:class:`~timelypy.flow._folds.FoldInto`), ``folder``
+    the merger, and ``what`` names it in errors.
     """
 
     what = "the folder"
