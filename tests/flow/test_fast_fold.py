@@ -15,7 +15,7 @@ from operator import add
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from timelypy.errors import StateKeyError
@@ -255,10 +255,12 @@ def test_keyed_check_refuses_exactly_the_bad_items(items, epoch):
     epoch=st.integers(0, 5),
     reducer=st.sampled_from([add, plus]),
 )
+@example(items=[("a", 1), ("a", ""), ""], epoch=0, reducer=add)  # 1 + "" before the bad ""
 def test_the_checked_fold_refuses_what_keyed_check_refuses(items, epoch, reducer):
     # reduce_epoch's first fold checks each item as it folds it (the length found
     # by the fold's own unpacking): the same StateKeyError, naming
-    # the same item, as keyed_check before the fold; otherwise the same fold.
+    # the same item, as keyed_check before the fold, unless folding the items before
+    # it already fails; otherwise the same fold.
     step = sum_step(reducer)
     checked = checked_fold(step, reducer)
     try:
@@ -267,6 +269,15 @@ def test_the_checked_fold_refuses_what_keyed_check_refuses(items, epoch, reducer
     except StateKeyError as exc:
         expected = str(exc)
     if expected is not None:
+        first_bad = next(i for i, item in enumerate(items) if reference_bad([item]) is not _MISSING)
+        before = outcome(
+            lambda e, acc, batch: _fold(step, reducer)(epoch, acc, batch), [items[:first_bad]]
+        )
+        if before[0] == "raised":
+            # the reducer fails on the good items before the bad one (say 1 + ""): the
+            # check-as-you-fold meets that error first, as the plain fold of them does
+            assert outcome(lambda e, acc, batch: checked(epoch, acc, batch), [items]) == before
+            return
         with pytest.raises(StateKeyError) as info:
             checked(epoch, {}, items)
         assert str(info.value) == expected
