@@ -16,6 +16,13 @@ operators of :mod:`timelypy.flow.operators` give their steps:
 runs before it), :class:`RuntimeSpec` (runtime operators of the step's
 own); ``branch``, ``merge``, ``redistribute``, ``input`` and
 ``output`` are built here directly.
+
+A ``branch`` whose two sides pass through stateless steps only (each
+stream read once) into one ``merge`` that reads just those two is built as
+one operator: per batch, the predicate splits it, each side's steps run on
+their part, and both results leave as one batch (a merge promises no order
+between its inputs).  It saves the branch, the sides' chains and the merge
+their per-batch costs.
 """
 
 from __future__ import annotations
@@ -89,6 +96,14 @@ class Lazy:
     chain: list[tuple[Step, BatchFn]]
 
 
+@dataclasses.dataclass(frozen=True)
+class _Side:
+    """The base of a side of a fused branch: built by its merge (see the module doc)."""
+
+    branch: Step
+    side: int
+
+
 class GraphBuilder:
     """Adds the runtime operators of a flow's steps to a scope, for one :class:`FlowWorker`."""
 
@@ -100,6 +115,8 @@ class GraphBuilder:
         self.streams: dict[str, Lazy] = {}
         #: runtime streams whose frontier tells when outputs are written
         self.outputs: list[Stream[Any]] = []
+        #: fused branches: merge step ID -> (the branch step, the branch's input stream)
+        self._diamonds: dict[str, tuple[Step, Stream[Any]]] = {}
 
     # -- streams ------------------------------------------------------------------
 
@@ -120,6 +137,9 @@ class GraphBuilder:
     def materialize(self, stream_id: str, step: Step) -> Stream[Any]:
         """The runtime stream of ``stream_id`` with its chain applied (built once)."""
         lazy = self.lazy(stream_id, step)
+        base: Any = lazy.base
+        if isinstance(base, _Side):  # (never: _diamond made sure only the merge reads it)
+            raise FlowError(f"step {step.step_id!r} reads a side of a fused branch")
         if lazy.chain:
             from timelypy.flow.steps import stateless_chain
 
@@ -161,6 +181,9 @@ class GraphBuilder:
         elif op == "branch":
             self._branch(step)
         elif op == "merge":
+            if step.step_id in self._diamonds:
+                self._fused_branch(step)
+                return
             streams = [self.materialize(up, step) for up in step.ups]
             self.set_stream(step.outs[0], concatenate(self.scope, streams))
         elif op == "redistribute":
@@ -247,9 +270,47 @@ class GraphBuilder:
             return
         self.set_stream(step.outs[0], result)
 
+    def _diamond(self, step: Step) -> Step | None:
+        """The merge that rejoins both sides of branch ``step`` through stateless steps only.
+
+        Each stream from a side to the merge must have one reader, every step
+        on the way be stateless with one input and one output, and the merge
+        read exactly the two sides' last streams.
+        """
+        readers: dict[str, Step] = {}
+        for other in self.flow.steps:
+            for up in other.ups:
+                readers[up] = other
+        merges = []
+        for stream_id in step.outs:
+            while True:
+                reader = readers.get(stream_id)
+                if reader is None or self.flow.consumers(stream_id) != 1:
+                    return None
+                if reader.operator == "merge":
+                    merges.append((reader, stream_id))
+                    break
+                if (
+                    not isinstance(reader.options, StatelessSpec)
+                    or len(reader.ups) != 1
+                    or len(reader.outs) != 1
+                ):
+                    return None
+                stream_id = reader.outs[0]
+        (merge, first), (other, second) = merges
+        if merge is not other or len(merge.ups) != 2 or {first, second} != set(merge.ups):
+            return None
+        return merge
+
     def _branch(self, step: Step) -> None:
         predicate = step.options
         stream = self.materialize(step.ups[0], step)
+        merge = self._diamond(step)
+        if merge is not None:  # built with the merge, as one operator
+            self._diamonds[merge.step_id] = (step, stream)
+            for side, out in enumerate(step.outs):
+                self.streams[out] = Lazy(_Side(step, side), [])  # type: ignore[arg-type]
+            return
         builder = OperatorBuilder(step.step_id, self.scope)
         inp = builder.new_input(stream, Pipeline(), interest=FrontierInterest.NEVER)
         true_out, trues = builder.new_output()
@@ -286,6 +347,71 @@ class GraphBuilder:
         builder.build(constructor)
         self.set_stream(step.outs[0], trues)
         self.set_stream(step.outs[1], falses)
+
+    def _fused_branch(self, merge: Step) -> None:
+        """Branch, both sides' stateless steps and ``merge``: one operator (see the module doc)."""
+        from timelypy.flow._step_errors import raise_from
+        from timelypy.flow.steps import _compiled, step_error
+
+        branch, stream = self._diamonds.pop(merge.step_id)
+        predicate = branch.options
+        chains: list[list[tuple[Any, Any]]] = [[], []]
+        for up in merge.ups:
+            lazy = self.lazy(up, merge)
+            side: Any = lazy.base
+            assert isinstance(side, _Side) and side.branch is branch
+            name = "+".join([branch.step_id, *(part.step_id for part, _ in lazy.chain)])
+            chains[side.side] = _compiled(list(lazy.chain), name)
+        yes_chain, no_chain = chains
+        branch_id = branch.step_id
+        name = f"{branch_id}+{merge.step_id}"
+
+        def constructor(cap: Capability, info: Any) -> Callable[..., None]:
+            worker = info.worker_index
+
+            def run(chain: list[tuple[Any, Any]], epoch: int, items: list[Any]) -> list[Any]:
+                current = fn = None
+                try:
+                    for current, fn in chain:  # noqa: B007 - read in the handler
+                        items = fn(epoch, items)
+                        if not items:
+                            break
+                except Exception as exc:
+                    raise_from(current, fn, worker, epoch, exc)
+                return items
+
+            def logic(inp: Any, out: Any) -> None:
+                for cap, items in inp:
+                    epoch = cap.time
+                    try:
+                        keep = list(map(predicate, items))
+                        if list(map(type, keep)).count(bool) != len(keep):
+                            bad = next(k for k in keep if type(k) is not bool)
+                            raise TypeError(
+                                f"the predicate must return a bool, got {type(bad).__name__} "
+                                f"{bad!r}"
+                            )
+                    except Exception as exc:
+                        raise step_error(branch_id, worker, epoch, "the predicate", exc) from exc
+                    yes = list(itertools.compress(items, keep))
+                    no = (
+                        list(itertools.compress(items, map(not_, keep)))
+                        if len(yes) < len(items)
+                        else []
+                    )
+                    if yes and yes_chain:
+                        yes = run(yes_chain, epoch, yes)
+                    if no and no_chain:
+                        no = run(no_chain, epoch, no)
+                    if yes and no:
+                        # (a new list: a step's result may be a list its function keeps)
+                        out.give_batch(cap, yes + no)
+                    elif yes or no:
+                        out.give_batch(cap, yes or no)
+
+            return logic
+
+        self.set_stream(merge.outs[0], stream.unary(Pipeline(), name, constructor))
 
     def _output(self, step: Step) -> None:
         from timelypy.flow._io import dynamic_sink, partitioned_sink
