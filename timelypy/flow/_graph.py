@@ -318,29 +318,17 @@ class GraphBuilder:
         step_id = step.step_id
 
         def constructor(caps: list[Capability]) -> Callable[[list[Frontier]], None]:
-            from timelypy.flow.steps import step_error
-
             worker = self.worker.index
 
             def logic(frontiers: list[Frontier]) -> None:
                 for cap, items in inp:
-                    try:
-                        keep = list(map(predicate, items))
-                        if list(map(type, keep)).count(bool) != len(keep):
-                            bad = next(k for k in keep if type(k) is not bool)
-                            raise TypeError(
-                                f"the predicate must return a bool, got {type(bad).__name__} "
-                                f"{bad!r}"
-                            )
-                    except Exception as exc:
-                        raise step_error(step_id, worker, cap.time, "the predicate", exc) from exc
-                    yes = list(itertools.compress(items, keep))
-                    if len(yes) == len(items):
+                    yes, no = _split(predicate, items, step_id, worker, cap.time)
+                    if not no:
                         true_out.give_batch(cap, items)
                         continue
                     if yes:
                         true_out.give_batch(cap, yes)
-                    false_out.give_batch(cap, list(itertools.compress(items, map(not_, keep))))
+                    false_out.give_batch(cap, no)
 
             return logic
 
@@ -351,7 +339,7 @@ class GraphBuilder:
     def _fused_branch(self, merge: Step) -> None:
         """Branch, both sides' stateless steps and ``merge``: one operator (see the module doc)."""
         from timelypy.flow._step_errors import raise_from
-        from timelypy.flow.steps import _compiled, step_error
+        from timelypy.flow.steps import _compiled
 
         branch, stream = self._diamonds.pop(merge.step_id)
         predicate = branch.options
@@ -383,22 +371,7 @@ class GraphBuilder:
             def logic(inp: Any, out: Any) -> None:
                 for cap, items in inp:
                     epoch = cap.time
-                    try:
-                        keep = list(map(predicate, items))
-                        if list(map(type, keep)).count(bool) != len(keep):
-                            bad = next(k for k in keep if type(k) is not bool)
-                            raise TypeError(
-                                f"the predicate must return a bool, got {type(bad).__name__} "
-                                f"{bad!r}"
-                            )
-                    except Exception as exc:
-                        raise step_error(branch_id, worker, epoch, "the predicate", exc) from exc
-                    yes = list(itertools.compress(items, keep))
-                    no = (
-                        list(itertools.compress(items, map(not_, keep)))
-                        if len(yes) < len(items)
-                        else []
-                    )
+                    yes, no = _split(predicate, items, branch_id, worker, epoch)
                     if yes and yes_chain:
                         yes = run(yes_chain, epoch, yes)
                     if no and no_chain:
@@ -475,6 +448,29 @@ class GraphBuilder:
         else:
             raise FlowError(f"output step {step_id!r}: unknown sink {sink!r}")
         self.outputs.append(done)
+
+
+def _split(
+    predicate: Callable[[Any], bool], items: list[Any], step_id: str, worker: int, epoch: int
+) -> tuple[list[Any], list[Any]]:
+    """A branch's batch as (the items ``predicate`` keeps, the others).
+
+    The others are empty when it keeps all.  A predicate that raises or
+    returns no bool stops the flow, naming the step.
+    """
+    try:
+        keep = list(map(predicate, items))
+        if list(map(type, keep)).count(bool) != len(keep):
+            bad = next(k for k in keep if type(k) is not bool)
+            raise TypeError(f"the predicate must return a bool, got {type(bad).__name__} {bad!r}")
+    except Exception as exc:
+        from timelypy.flow.steps import step_error
+
+        raise step_error(step_id, worker, epoch, "the predicate", exc) from exc
+    yes = list(itertools.compress(items, keep))
+    if len(yes) == len(items):
+        return yes, []
+    return yes, list(itertools.compress(items, map(not_, keep)))
 
 
 def _tagger(check: BatchFn, side: int) -> BatchFn:
