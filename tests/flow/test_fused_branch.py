@@ -142,3 +142,13 @@ def test_a_fused_sides_step_that_raises_is_named():
     with pytest.raises(StepError, match=r"step 'g.boom'") as info:
         run_main(flow)
     assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_an_unfused_branch_names_the_predicate_that_returned_no_bool():
+    flow = Dataflow("g")
+    split = op.branch("pick", op.input("inp", flow, TestingSource([1, 2])), lambda x: x)
+    op.output("yes", split.trues, TestingSink([]))
+    op.output("no", split.falses, TestingSink([]))
+    assert _merge_after_branch(flow)._diamond(_branch_step(flow)) is None
+    with pytest.raises(StepError, match=r"step 'g.pick' .* must return a bool, got int 1"):
+        run_main(flow)
