@@ -39,16 +39,19 @@ master has cores), on the same SparkSession:
   tokenisation (``lower``, then its regex ``[^\s!,.?":;0-9]+``) with
   Arrow-native steps (:func:`arrow_flow`): ``read.text``'s DataFrame into
   :func:`timelypy_spark.run_flow` with ``row_type="arrow"``, a
-  ``flat_map_arrow`` of ``utf8_lower`` and ``split_pattern_regex`` on the
-  separators, ``aggregate_arrow`` counting per word (group-by in Arrow on
-  each worker, partial counts exchanged, totals per epoch), a DataFrame out,
-  ``collect``;
+  ``flat_map_arrow`` of :func:`arrow_words` (an ASCII batch: one
+  translation of its bytes, separators to spaces and upper case to lower,
+  then ``ascii_split_whitespace``; any other: ``utf8_lower`` and
+  ``split_pattern_regex`` on the separators), ``aggregate_arrow`` counting
+  per word (group-by in Arrow on each worker, partial counts exchanged,
+  totals per epoch), a DataFrame out, ``collect``;
 * ``pyspark dataframe (lower+regex)`` -- the DataFrame doing that same
   tokenisation: ``explode(split(lower(value), separators))``, empty words
   dropped, ``groupBy().count()``;
 * ``pyspark mapInArrow, same kernels (lower+regex)`` -- the same Arrow
-  kernels with no engine: plain ``mapInArrow`` counting each batch's words,
-  then a DataFrame ``groupBy().sum()`` of the partial counts;
+  kernels with no engine: plain ``mapInArrow`` counting each batch's words
+  (:func:`arrow_words`, then a group-by), then a DataFrame
+  ``groupBy().sum()`` of the partial counts;
 * ``timelypy batch steps (lower+regex)`` -- the same tokenisation with the
   flow layer's batch-level Python steps (:func:`batch_flow`): ``textFile``
   -> :func:`timelypy_spark.run_flow` of ``reduce_epoch(add,
