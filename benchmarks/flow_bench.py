@@ -82,7 +82,11 @@ default order, and 10,000), except the two whose batch is the point
 window row. The wordcounts also run in bytewax's own batch API:
 ``op.flat_map_batch`` of ``count_pairs`` (``count_batch``'s counts as a
 list: one regular-expression pass per batch, the same function as
-``timelypy batch``), then ``op.reduce_final(add)``. ``vs bytewax`` is
+``timelypy batch``), then ``op.reduce_final(add)``; the running counts in
+``op.stateful_batch`` (``bytewax_stateful_batch``: a key's values of a
+batch added up in one loop, what ``op.stateful_map`` does inside without
+a call per value). ``join_running`` and ``branch_merge`` have no batch
+form in bytewax 0.21 (``op.join`` and ``op.branch`` are per item). ``vs bytewax`` is
 against the workload's first bytewax row (per-item operators, batch
 1,000), ``vs fastest bytewax`` against its fastest bytewax row in this
 run; both are named under the table, with a line on what each row that
@@ -679,6 +683,43 @@ def bytewax_stateful_map(
     return _bytewax_run(build, "stateful_map")
 
 
+def bytewax_stateful_batch(
+    items: Sequence[tuple[str, int]], batch_size: int = bytewax_peer.DEFAULT_BATCH_SIZE
+) -> list[tuple[str, int]]:
+    """The running count in bytewax's batch API: ``op.stateful_batch``, a loop per key's batch.
+
+    What ``op.stateful_map`` runs inside, without its call per value: each
+    key's logic gets the key's values of a batch as a list and adds them up
+    in one loop, emitting every running count.
+
+    >>> sorted(bytewax_stateful_batch([("a", 1), ("b", 1), ("a", 1)]))
+    [('a', 1), ('a', 2), ('b', 1)]
+    """
+    operators = bytewax_peer._bytewax("operators")
+
+    class RunningCount(operators.StatefulBatchLogic):  # type: ignore[misc]
+        def __init__(self, count: int | None) -> None:
+            self.count = count or 0
+
+        def on_batch(self, values: list[int]) -> tuple[list[int], bool]:
+            count, out = self.count, []
+            append = out.append
+            for value in values:
+                count += value
+                append(count)
+            self.count = count
+            return out, False
+
+        def snapshot(self) -> int:
+            return self.count
+
+    def build(flow: Any, op: Any, sink: Any) -> None:
+        s = op.input("inp", flow, bytewax_peer.list_source(items, batch_size))
+        op.output("out", op.stateful_batch("running", s, RunningCount), sink)
+
+    return _bytewax_run(build, "stateful_batch")
+
+
 def bytewax_map_own_epochs(n: int) -> list[int]:
     """``0..n-1`` through ``op.map(add_one)`` at bytewax's own cadence (1,000-item batches)."""
 
@@ -973,10 +1014,14 @@ def build_workloads(
         }
         norm = {"plain": from_pairs, "timelypy": from_pairs}
         if bytewax:
-            for size in batch_sizes:
-                name = bytewax_label("op.stateful_map", size)
-                cands[name] = functools.partial(bytewax_stateful_map, items, size)
-                norm[name] = from_keyed(0)
+            for operators, peer in (
+                ("op.stateful_map", bytewax_stateful_map),
+                ("op.stateful_batch", bytewax_stateful_batch),
+            ):
+                for size in batch_sizes:
+                    name = bytewax_label(operators, size)
+                    cands[name] = functools.partial(peer, items, size)
+                    norm[name] = from_keyed(0)
         per_pull = (max(1, math.ceil(len(items) / PULL_LIMIT)), "pull")
         workloads.append(
             FlowWorkload("stateful_map", len(items), "items", cands, per_pull, normalize=norm)
@@ -1168,6 +1213,10 @@ def graph_workloads(
                 cands[name] = functools.partial(
                     bytewax_memory_at, "stateful_map", running, size, keyed
                 )
+                norm[name] = from_keyed(0)
+            for size in batch_sizes:
+                name = bytewax_label("op.stateful_batch", size)
+                cands[name] = functools.partial(bytewax_stateful_batch, keyed, size)
                 norm[name] = from_keyed(0)
         workloads.append(
             FlowWorkload("stateful_map_graph", n, "items", cands, per_batch, normalize=norm)

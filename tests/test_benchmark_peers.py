@@ -234,6 +234,7 @@ def test_flow_bench_shows_bytewax_at_each_batch_size_and_in_its_batch_api(corpus
             label(f"{batch_api} keyed epoch:word", size),
         } <= set(by_name["wordcount_1000_epochs"].stats)
         assert label("op.stateful_map", size) in by_name["stateful_map"].stats
+        assert label("op.stateful_batch", size) in by_name["stateful_map"].stats
         assert label(f"FileSource+{batch_api}", size) in by_name["wordcount_file"].stats
     goals = [(row[0], row[1]) for row in flow_bench.goal_rows(workloads)]
     # a goal against bytewax has one row per bytewax row it is judged against, each named
