@@ -239,11 +239,17 @@ class FastWindowsLogic(KeyedLogic):
                     state.closes = at + gap + 1
                 accs[window_id] = folder(accs[window_id], value)
                 return
+        # The first session (in the order they opened) within a gap of ``at``, and
+        # whether another is too: open sessions are more than a gap apart, so the one
+        # that grows can only reach another that is within a gap of ``at`` as well.
         found = None
+        several = False
         for window_id, session in opened.items():
             if session[0] - gap <= at <= session[1] + gap:
+                if found is not None:
+                    several = True
+                    break
                 found = window_id
-                break
         if found is not None:
             session = opened[found]
             start, end = session[0], session[1]
@@ -256,19 +262,15 @@ class FastWindowsLogic(KeyedLogic):
             else:
                 accs[found] = folder(accs[found], value)
                 return
-            # Open sessions are more than a gap apart; the one that grew can only
-            # reach another if that one is within a gap of ``at`` too.
-            for window_id, other in opened.items():
-                if window_id != found and other[0] - gap <= at <= other[1] + gap:
-                    state.closes = None
-                    self._merge_sessions(state)
-                    _one_session(state)
-                    break
+            if several:
+                state.closes = None
+                self._merge_sessions(state)
+                _one_session(state)
             accs[found] = folder(accs[found], value)
             return
         state.max_id += 1
-        opened[state.max_id] = [at, at, None]
-        _one_session(state)
+        new = opened[state.max_id] = [at, at, None]
+        state.one = (state.max_id, new) if len(opened) == 1 else None
         closes = state.closes
         if closes is not None and at + gap + 1 < closes:
             state.closes = at + gap + 1
@@ -500,17 +502,23 @@ class FastWindowsLogic(KeyedLogic):
                 else:
                     opened[window_id] = folder(acc, value)
             elif session and state.one is not None:
+                # the key's one open session: extended at its end (the common case),
+                # inside it, or at its start; else a new session
                 window_id, one = state.one
-                if one[0] - gap <= at <= one[1] + gap:
-                    if at < one[0]:
-                        one[0] = at
-                    elif at > one[1]:
-                        one[1] = at
-                        state.closes = at + gap + 1
-                    accs = state.accs
-                    accs[window_id] = folder(accs[window_id], value)
-                else:
-                    insert(key, state, at, value)
+                end = one[1]
+                if at > end:
+                    if at > end + gap:
+                        insert(key, state, at, value)
+                        continue
+                    one[1] = at
+                    state.closes = at + gap + 1
+                elif at < one[0]:
+                    if at < one[0] - gap:
+                        insert(key, state, at, value)
+                        continue
+                    one[0] = at
+                accs = state.accs
+                accs[window_id] = folder(accs[window_id], value)
             else:
                 insert(key, state, at, value)
         flush, settle, timers_at = self._flush, self._settle, self.timers.at
