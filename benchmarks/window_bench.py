@@ -64,11 +64,11 @@ Candidates:
 - ``timelypy 1 epoch``: the same flow with every event in epoch 0. Windows
   still close as the watermark moves (the step folds a frontier epoch's
   items eagerly), but all results are at epoch 0.
-- ``bytewax``: ``op.input`` over ``bytewax_peer.list_source`` (1,000-event
-  batches), then ``bytewax.operators.windowing.fold_window("sum", s,
-  EventClock(event_time, 5 s, now_getter=frozen_now,
-  to_system_utc=never_wake), windower, zero, fold_sum, add_sums,
-  ordered=False)`` (``TumblingWindower(10 s, align_to)``,
+- ``bytewax fold_window, batch 1,000`` (``bytewax`` for short): ``op.input``
+  over ``bytewax_peer.list_source`` (1,000-event batches), then
+  ``bytewax.operators.windowing.fold_window("sum", s, EventClock(event_time,
+  5 s, now_getter=frozen_now, to_system_utc=never_wake), windower, zero,
+  fold_sum, add_sums, ordered=False)`` (``TumblingWindower(10 s, align_to)``,
   ``SlidingWindower(30 s, 10 s, align_to)``, ``SessionWindower(5 s)``), its
   ``.down`` (``(key, (window_id, sum))``) and ``.meta`` (``(key, (window_id,
   WindowMetadata))``) each to a ``TestingSink``, run with
@@ -81,9 +81,13 @@ Candidates:
   watermark will reach a window, so a frozen clock needs nothing more), run
   with ``timelypy.flow.testing.run_main``; ``timelypy graph ordered`` with
   ``ordered=True``. Their goal is the same 3x.
-- ``bytewax ordered``: the same with bytewax's default ``ordered=True``
-  (values are queued and folded in timestamp order once the watermark
-  passes them), for scale. The goal is judged against ``bytewax``.
+- ``bytewax fold_window, batch 10,000``: the same fed 10,000-event batches
+  (bytewax 0.21 has no batch form of its windowing operators, so this is
+  its fastest way to run them). The graph's goal is shown against it too.
+- ``bytewax fold_window ordered, batch 1,000``: the same with bytewax's
+  default ``ordered=True`` (values are queued and folded in timestamp order
+  once the watermark passes them), for scale. The goal is judged against
+  ``bytewax fold_window, batch 1,000`` (called ``bytewax`` below).
 
 Semantic differences worked around (details in ``docs/performance.md``):
 
@@ -413,8 +417,15 @@ def bytewax_windower(name: str) -> Any:
     return windowing.SessionWindower(gap=GAP)
 
 
+#: the bytewax candidates: its ``fold_window`` (no batch form in bytewax 0.21) fed batches
+#: of 1,000 events (its default, against which the goal is judged) and of 10,000
+BYTEWAX = "bytewax fold_window, batch 1,000"
+BYTEWAX_10K = "bytewax fold_window, batch 10,000"
+BYTEWAX_ORDERED = "bytewax fold_window ordered, batch 1,000"
+
+
 def bytewax_windows(
-    name: str, events: Sequence[Event], *, ordered: bool = False
+    name: str, events: Sequence[Event], *, ordered: bool = False, batch_size: int = 1000
 ) -> tuple[list[Any], list[Any]]:
     """``fold_window`` in bytewax: its ``.down`` and ``.meta`` items, as two lists.
 
@@ -429,7 +440,7 @@ def bytewax_windows(
     down: list[Any] = []
     meta: list[Any] = []
     flow = dataflow.Dataflow(f"window_{name}")
-    s = op.input("inp", flow, bytewax_peer.list_source(events))
+    s = op.input("inp", flow, bytewax_peer.list_source(events, batch_size))
     clock = windowing.EventClock(event_time, WAIT, now_getter=frozen_now, to_system_utc=never_wake)
     out = windowing.fold_window(
         "sum", s, clock, bytewax_windower(name), zero, fold_sum, add_sums, ordered=ordered
@@ -579,9 +590,10 @@ def build_workload(
     candidates["timelypy graph ordered"] = lambda: graph_windows(name, events, ordered=True)
     normalize["timelypy graph"] = normalize["timelypy graph ordered"] = from_bytewax
     if bytewax:
-        candidates["bytewax"] = lambda: bytewax_windows(name, events)
-        candidates["bytewax ordered"] = lambda: bytewax_windows(name, events, ordered=True)
-        normalize["bytewax"] = normalize["bytewax ordered"] = from_bytewax
+        candidates[BYTEWAX] = lambda: bytewax_windows(name, events)
+        candidates[BYTEWAX_10K] = lambda: bytewax_windows(name, events, batch_size=10_000)
+        candidates[BYTEWAX_ORDERED] = lambda: bytewax_windows(name, events, ordered=True)
+        normalize[BYTEWAX] = normalize[BYTEWAX_10K] = normalize[BYTEWAX_ORDERED] = from_bytewax
     pulls = (max(1, math.ceil(len(events) / PULL_LIMIT)), "pull")
     return FlowWorkload(
         windowing.name, len(events), "events", candidates, pulls, normalize=normalize
@@ -592,13 +604,18 @@ def goal_rows(workloads: Sequence[FlowWorkload]) -> list[list[str]]:
     """The goal (timelypy >= 3x bytewax's throughput) per windower and timelypy layout."""
     rows = []
     for w in workloads:
-        for timely in ("timelypy", "timelypy 1 epoch", "timelypy graph"):
-            goal = f"{timely} >= {fmt_ratio(GOAL)} bytewax's events/s"
-            if "bytewax" not in w.stats:
+        for timely, peer in (
+            ("timelypy", BYTEWAX),
+            ("timelypy 1 epoch", BYTEWAX),
+            ("timelypy graph", BYTEWAX),
+            ("timelypy graph", BYTEWAX_10K),
+        ):
+            goal = f"{timely} >= {fmt_ratio(GOAL)} {peer}'s events/s"
+            if peer not in w.stats:
                 rows.append([w.name, goal, "bytewax not run", "n/a", "n/a"])
                 continue
-            measured = w.speed_vs(timely, "bytewax")
-            by_cpu = fmt_ratio(w.speed_vs(timely, "bytewax", cpu=True))
+            measured = w.speed_vs(timely, peer)
+            by_cpu = fmt_ratio(w.speed_vs(timely, peer, cpu=True))
             met = "met" if measured >= GOAL else "NOT met"
             rows.append([w.name, goal, fmt_ratio(measured), by_cpu, met])
     return rows
