@@ -46,7 +46,7 @@ def test_a_tiny_run_verifies_every_result(capsys):
     args = ["--scale", "500", "--repeat", "1"]  # 2,000 events
     assert window_bench.main(args + ([] if HAS_BYTEWAX else ["--no-bytewax"])) == 0
     out = capsys.readouterr().out
-    candidates = 8 if HAS_BYTEWAX else 5  # plain, 2 chain, 2 graph; 3 bytewax
+    candidates = 9 if HAS_BYTEWAX else 6  # plain, 2 chain, 3 graph; 3 bytewax
     # the warm-up and the one timed round are both checked, for every candidate
     checked = re.search(r"checked before quoting: (\d+) results", out)
     assert checked is not None, out
