@@ -338,8 +338,7 @@ class GraphBuilder:
 
     def _fused_branch(self, merge: Step) -> None:
         """Branch, both sides' stateless steps and ``merge``: one operator (see the module doc)."""
-        from timelypy.flow._step_errors import raise_from
-        from timelypy.flow.steps import _compiled
+        from timelypy.flow.steps import _compiled, apply_chain
 
         branch, stream = self._diamonds.pop(merge.step_id)
         predicate = branch.options
@@ -357,25 +356,14 @@ class GraphBuilder:
         def constructor(cap: Capability, info: Any) -> Callable[..., None]:
             worker = info.worker_index
 
-            def run(chain: list[tuple[Any, Any]], epoch: int, items: list[Any]) -> list[Any]:
-                current = fn = None
-                try:
-                    for current, fn in chain:  # noqa: B007 - read in the handler
-                        items = fn(epoch, items)
-                        if not items:
-                            break
-                except Exception as exc:
-                    raise_from(current, fn, worker, epoch, exc)
-                return items
-
             def logic(inp: Any, out: Any) -> None:
                 for cap, items in inp:
                     epoch = cap.time
                     yes, no = _split(predicate, items, branch_id, worker, epoch)
                     if yes and yes_chain:
-                        yes = run(yes_chain, epoch, yes)
+                        yes = apply_chain(yes_chain, worker, epoch, yes)
                     if no and no_chain:
-                        no = run(no_chain, epoch, no)
+                        no = apply_chain(no_chain, worker, epoch, no)
                     if yes and no:
                         # (a new list: a step's result may be a list its function keeps)
                         out.give_batch(cap, yes + no)

@@ -134,21 +134,32 @@ def stateless_chain(
 
         def logic(inp: OperatorInput[Any], out: OperatorOutput[Any]) -> None:
             for cap, items in inp:
-                epoch = cap.time
-                current = fn = None
-                try:
-                    for current, fn in chain:  # noqa: B007 - read in the handler
-                        items = fn(epoch, items)
-                        if not items:
-                            break
-                except Exception as exc:
-                    raise_from(current, fn, worker, epoch, exc)
+                items = apply_chain(chain, worker, cap.time, items)
                 if items:
                     out.give_batch(cap, items)
 
         return logic
 
     return stream.unary(Pipeline(), name, constructor)
+
+
+def apply_chain(
+    chain: list[tuple[Step | FusedRun, Any]], worker: int, epoch: int, items: list[Any]
+) -> list[Any]:
+    """``items`` through each ``(step, fn)`` of a :func:`_compiled` chain in turn.
+
+    Stops early at an empty batch; an error of a step's function stops the
+    flow with the error naming that step, the worker and the epoch.
+    """
+    current = fn = None
+    try:
+        for current, fn in chain:  # noqa: B007 - read in the handler
+            items = fn(epoch, items)
+            if not items:
+                break
+    except Exception as exc:
+        raise_from(current, fn, worker, epoch, exc)
+    return items
 
 
 def take_chain(
@@ -233,14 +244,10 @@ def combine_epoch(
             fold = _fold(step, reducer)
 
         def fold_batch(epoch: int, acc: dict[str, Any], items: list[Any]) -> None:
-            current = fn = None
-            try:
-                for current, fn in chain:  # noqa: B007 - read in the handler
-                    items = fn(epoch, items)
-                    if not items:
-                        return
-            except Exception as exc:
-                raise_from(current, fn, worker, epoch, exc)
+            if chain:
+                items = apply_chain(chain, worker, epoch, items)
+                if not items:
+                    return
             try:
                 fold(epoch, acc, items)
             except Exception as exc:
