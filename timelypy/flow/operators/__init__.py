@@ -827,24 +827,28 @@ def count_final(step_id: str, up: Stream[X], key: Callable[[X], str]) -> KeyedSt
     [('a', 2), ('b', 1)]
     """
     _callable(key, "key", step_id, "count_final")
-
-    def prepare(step_id: str) -> BatchFn:
-        def fn(epoch: int, items: list[Any]) -> list[Any]:
-            # counted per batch in C: one (key, n) per distinct key leaves the batch
-            counts = Counter(_builtins.map(key, items))
-            _str_keys(list(counts), key, step_id)
-            return list(counts.items())
-
-        return fn
-
     return _keyed(
         "count_final",
         step_id,
         [up],
         lambda full: FoldFinalLogic(None, add, True),
-        prepare=prepare,
+        prepare=lambda full: _batch_counts(key, full),
         combine=add,
     )
+
+
+def _batch_counts(key: Callable[[Any], str], step_id: str) -> BatchFn:
+    """A batch's items as ``(key(item), n)``, one per distinct key (counted in C).
+
+    A key that is not a ``str`` stops the flow, naming the step.
+    """
+
+    def fn(epoch: int, items: list[Any]) -> list[Any]:
+        counts = Counter(_builtins.map(key, items))
+        _str_keys(list(counts), key, step_id)
+        return list(counts.items())
+
+    return fn
 
 
 def _identity(x: Any) -> Any:

@@ -61,7 +61,6 @@ import copy
 import dataclasses
 import datetime
 import functools
-from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
@@ -74,10 +73,10 @@ from timelypy.flow.dataflow import KeyedStream, Stream
 from timelypy.flow.operators import (
     JoinEmitMode,
     JoinInsertMode,
+    _batch_counts,
     _callable,
     _flow,
     _stateless,
-    _str_keys,
     key_on,
 )
 
@@ -908,12 +907,7 @@ def _counted_batches(step_id: str, up: Stream[X], key: Callable[[X], str]) -> Ke
     """
 
     def make(worker: int, step_id: str) -> BatchFn:
-        def fn(epoch: int, items: list[Any]) -> list[Any]:
-            counts = Counter(map(key, items))
-            _str_keys(list(counts), key, step_id)
-            return list(counts.items())
-
-        return fn
+        return _batch_counts(key, step_id)
 
     return _stateless("key_count", step_id, up, make, "the key function")
 
