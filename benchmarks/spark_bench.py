@@ -543,53 +543,34 @@ def wordcount(
         pairs = timelypy_spark.run_flow(spark, docs_flow(), lines(), workers=cores, collect=True)
         return dict(item for _, item in pairs)
 
-    def flow_arrow() -> dict[str, int]:
-        frame = spark.read.text(paths)
+    def frame_counts(flow: Any, schema: str, **options: Any) -> dict[str, int]:
+        """``flow`` over the text files as a DataFrame, its DataFrame result collected."""
         counts = timelypy_spark.run_flow(
             spark,
-            docs_flow(from_rows=True),
-            frame,
+            flow,
+            spark.read.text(paths),
             workers=cores,
-            schema="word string, count long",
+            schema=schema,
             epoch_column=None,
+            **options,
         )
         try:
             return {row[0]: row[1] for row in counts.collect()}
         finally:
             counts.unpersist()
 
+    def flow_arrow() -> dict[str, int]:
+        return frame_counts(docs_flow(from_rows=True), "word string, count long")
+
     def flow_arrow_steps() -> dict[str, int]:
-        counts = timelypy_spark.run_flow(
-            spark,
-            arrow_flow(),
-            spark.read.text(paths),
-            workers=cores,
-            row_type="arrow",
-            schema="word string, count_all long",
-            epoch_column=None,
-        )
-        try:
-            return {row[0]: row[1] for row in counts.collect()}
-        finally:
-            counts.unpersist()
+        return frame_counts(arrow_flow(), "word string, count_all long", row_type="arrow")
 
     def flow_batch() -> dict[str, int]:
         pairs = timelypy_spark.run_flow(spark, batch_flow(), lines(), workers=cores, collect=True)
         return dict(item for _, item in pairs)
 
     def flow_batch_frame() -> dict[str, int]:
-        counts = timelypy_spark.run_flow(
-            spark,
-            batch_flow(from_rows=True),
-            spark.read.text(paths),
-            workers=cores,
-            schema="word string, count long",
-            epoch_column=None,
-        )
-        try:
-            return {row[0]: row[1] for row in counts.collect()}
-        finally:
-            counts.unpersist()
+        return frame_counts(batch_flow(from_rows=True), "word string, count long")
 
     def batch_floor() -> dict[str, int]:
         total: Counter[str] = Counter()
