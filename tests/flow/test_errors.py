@@ -320,3 +320,44 @@ def test_an_input_builder_yielding_none_first_is_an_error_not_an_empty_input():
 
     with pytest.raises(FlowError, match=r"yielded None before any AdvanceTo"):
         list(run(flow_of_capture(), ManualInputConfig(builder)))
+
+
+@pytest.mark.parametrize("error", [ValueError, TypeError])
+@pytest.mark.parametrize("at", [0, 2])
+def test_a_stateful_map_mapper_raising_is_reported_as_itself(error, at):
+    """The mapper's own TypeError/ValueError is not taken for a wrong return shape.
+
+    The first item's error was once reported as "must return a 2-tuple, got None".
+    """
+    import timelypy.flow.operators as op
+    from timelypy.errors import StepError
+    from timelypy.flow.dataflow import Dataflow as GraphFlow
+    from timelypy.flow.testing import TestingSink, TestingSource, run_main
+
+    def mapper(state, value):
+        if value == at:
+            raise error(f"refusing {value}")
+        return (state or 0) + value, value
+
+    flow = GraphFlow("mapper_raises")
+    keyed = op.key_on("key", op.input("inp", flow, TestingSource(range(4))), lambda v: "k")
+    op.output("out", op.stateful_map("sum", keyed, mapper), TestingSink([]))
+    with pytest.raises(StepError) as raised:
+        run_main(flow)
+    message = str(raised.value)
+    assert f"{error.__name__}: refusing {at}" in message, message
+    assert "2-tuple" not in message
+    assert type(raised.value.__cause__) is error
+
+
+def test_a_stateful_map_mapper_returning_a_wrong_shape_is_named():
+    import timelypy.flow.operators as op
+    from timelypy.errors import StepError
+    from timelypy.flow.dataflow import Dataflow as GraphFlow
+    from timelypy.flow.testing import TestingSink, TestingSource, run_main
+
+    flow = GraphFlow("mapper_shape")
+    keyed = op.key_on("key", op.input("inp", flow, TestingSource(range(4))), lambda v: "k")
+    op.output("out", op.stateful_map("sum", keyed, lambda state, value: value), TestingSink([]))
+    with pytest.raises(StepError, match=r"must return a 2-tuple .*got 0"):
+        run_main(flow)

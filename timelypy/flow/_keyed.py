@@ -116,7 +116,9 @@ class StatefulMapLogic(KeyedLogic):
         states, mapper = self.states, self.mapper
         out: list[tuple[str, Any]] = []
         get, pop, append = states.get, states.pop, out.append
-        result: Any = None
+        # a 2-tuple until the mapper returns: an error the mapper itself raises on the
+        # first item is then re-raised as it is, not taken for a wrong return shape
+        result: Any = (None, None)
         try:
             if self.flat:
                 for key, value in items:
