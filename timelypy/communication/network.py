@@ -91,6 +91,7 @@ from timelypy.communication.wire import (
     LINGER_SECONDS,
     NOBLOCK,
     RECONNECT_INTERVAL,
+    RECONNECT_INTERVAL_MAX,
     WIRE_VERSION,
     resolve,
     unpack_progress,
@@ -334,6 +335,7 @@ class ClusterNetwork:
         sock.setsockopt(zmq.SNDHWM, 0)
         sock.setsockopt(zmq.LINGER, int(LINGER_SECONDS * 1000))
         sock.setsockopt(zmq.RECONNECT_IVL, int(RECONNECT_INTERVAL * 1000))
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(RECONNECT_INTERVAL_MAX * 1000))
         sock.setsockopt(zmq.ROUTING_ID, self.tag + b":%d:" % self.process + role)
         return sock
 

@@ -71,6 +71,7 @@ __all__ = [
     "FLUSH_BYTES",
     "LINGER_SECONDS",
     "RECONNECT_INTERVAL",
+    "RECONNECT_INTERVAL_MAX",
     "AUTH_FAILURE_LINGER",
     "HANDSHAKE_FAILURES",
     "NOBLOCK",
@@ -115,8 +116,13 @@ GOODBYE_GRACE = 0.5
 FLUSH_BYTES = 1 << 18
 #: Seconds a closing socket may spend delivering what is queued.
 LINGER_SECONDS = 2.0
-#: Seconds between a connecting socket's attempts to reach a peer that is not listening.
-RECONNECT_INTERVAL = 0.1
+#: Seconds before a connecting socket's second attempt to reach a peer that is not
+#: listening yet; each further wait doubles, up to RECONNECT_INTERVAL_MAX.  Processes of one
+#: cluster start together, so the first retry is the one that usually connects: a short
+#: one keeps a local cluster's start-up in milliseconds.
+RECONNECT_INTERVAL = 0.01
+#: The longest wait between a connecting socket's attempts (seconds).
+RECONNECT_INTERVAL_MAX = 0.1
 #: Seconds a process that refused a peer's keys keeps listening before it closes, so that
 #: the peer's own attempts fail their handshake too (and it says why) rather than finding
 #: nobody listening and waiting out its start-up timeout.

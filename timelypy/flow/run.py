@@ -26,7 +26,10 @@ flow runs (:mod:`timelypy.metrics`): process ``I`` of a cluster at
 from __future__ import annotations
 
 import datetime
+import gc
 import logging
+import multiprocessing
+import os
 import pickle
 import secrets
 import subprocess
@@ -35,7 +38,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import cloudpickle
 
@@ -46,6 +49,7 @@ from timelypy.communication.transport import ProcessTransport, Transport
 from timelypy.errors import ClusterError, ConfigError, FlowError
 from timelypy.execute import execute, initialize_from
 from timelypy.flow._metrics import built_hook, start_metrics
+from timelypy.flow._part import run_part
 from timelypy.flow.dataflow import Dataflow
 from timelypy.flow.driver import (
     EPOCH_INTERVAL,
@@ -201,6 +205,7 @@ class FlowRun(Iterator[tuple[int, Any]]):
         epoch_interval: Any = None,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
+        start_method: str = "auto",
     ) -> None:
         self._closed = True
         self._reading = False
@@ -229,8 +234,9 @@ class FlowRun(Iterator[tuple[int, Any]]):
             epoch_interval=interval,
             on_built=built_hook(self._metrics),
         )
-        self._children: list[subprocess.Popen[bytes]] = []
+        self._children: list[_Helper] = []
         self._watching = threading.Event()
+        self._watcher: threading.Thread | None = None
         transport: Transport
         if proc_count == 1:
             config = Config.process(worker_count_per_proc)
@@ -246,6 +252,7 @@ class FlowRun(Iterator[tuple[int, Any]]):
                     interval,
                     metrics_port=metrics_port,
                     metrics_host=metrics_host,
+                    start_method=start_method,
                 )
             except BaseException:
                 if self._metrics is not None:
@@ -253,11 +260,12 @@ class FlowRun(Iterator[tuple[int, Any]]):
                 raise
             network = ClusterNetwork(config, secret)
             transport = ClusterTransport(network)
-            threading.Thread(
+            self._watcher = threading.Thread(
                 target=_watch_children,
                 args=(self._children, network, self._watching),
                 daemon=True,
-            ).start()
+            )
+            self._watcher.start()
 
         def hand_over(message: Any) -> None:
             captured.put(message, 0, cancelled)
@@ -327,6 +335,8 @@ class FlowRun(Iterator[tuple[int, Any]]):
         if threading.current_thread() is not self._thread:  # (a collection in the flow's thread)
             self._thread.join(5.0)
         self._watching.set()
+        if self._watcher is not None:
+            self._watcher.join(1.0)  # gone, so the next run_cluster may fork again
         _reap(self._children)
         if self._metrics is not None:
             self._metrics.close()
@@ -351,6 +361,7 @@ def _stream(
     epoch_interval: Any = None,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
+    start_method: str = "auto",
 ) -> FlowRun:
     """Run the flow in a background thread (and helper processes); iterate what it captures."""
     return FlowRun(
@@ -362,6 +373,7 @@ def _stream(
         epoch_interval,
         metrics_port,
         metrics_host,
+        start_method,
     )
 
 
@@ -422,13 +434,18 @@ def run_cluster(
     epoch_interval: datetime.timedelta | None = None,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
+    start_method: str = "auto",
 ) -> list[tuple[int, Any]]:
     """Run ``flow`` on ``proc_count`` local processes of ``worker_count_per_proc`` workers each.
 
     Returns every captured ``(epoch, item)`` (gathered on worker 0).  With
     ``proc_count`` 1 the workers are threads of this process; otherwise the
-    extra processes are started here (the flow and its input config travel
-    to them with cloudpickle) and stopped when the run ends or fails.
+    extra processes are started here and stopped when the run ends or
+    fails.  ``start_method``: ``"fork"`` copies this process (milliseconds;
+    Linux, and only while this process runs one thread), ``"spawn"``
+    starts a new interpreter and sends it the flow and its input config
+    with cloudpickle (a few tenths of a second), ``"auto"`` forks where
+    that is safe (see :func:`timelypy.flow.run.spawn_cluster`).
     ``inp`` as for :func:`run`: pairs are read by worker 0 only.
     ``metrics_port``: process ``I`` serves its metrics on ``metrics_port + I``.
 
@@ -447,6 +464,7 @@ def run_cluster(
             epoch_interval,
             metrics_port,
             metrics_host,
+            start_method,
         )
     )
 
@@ -550,6 +568,101 @@ def cli_main(
     )
 
 
+#: How ``run_cluster`` may start its other processes (see :func:`spawn_cluster`).
+START_METHODS = ("auto", "fork", "spawn")
+
+
+def threads_now() -> int:
+    """Count this process's operating-system threads (libzmq's and the JVM's too), on Linux.
+
+    ``threading.active_count()`` sees only Python's threads; ``/proc`` sees
+    every one.  Returns 0 where ``/proc`` cannot say (not Linux).
+    """
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
+
+
+def _start_method(requested: str) -> str:
+    """``"fork"`` or ``"spawn"``: what ``requested`` means in this process, now."""
+    if requested not in START_METHODS:
+        raise ConfigError(
+            f"start_method must be one of {', '.join(map(repr, START_METHODS))}, got {requested!r}"
+        )
+    if requested == "spawn":
+        return "spawn"
+    threads = threads_now()
+    if threads == 1 and "fork" in multiprocessing.get_all_start_methods():
+        return "fork"
+    if requested == "fork":
+        raise ConfigError(
+            "run_cluster(start_method='fork') needs a process with a single thread, "
+            + (
+                f"and this one has {threads} (a copy made by fork would hold only the calling "
+                "thread, and locks other threads held would stay locked in it)"
+                if threads
+                else "which only Linux's /proc can confirm"
+            )
+            + "; use start_method='spawn' (or 'auto', which chooses)"
+        )
+    return "spawn"
+
+
+class _Helper(Protocol):
+    """What ``run_cluster`` needs of a helper process: ``subprocess.Popen``'s own names."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+class _Forked:
+    """A helper process made by ``fork``, with the part of ``Popen``'s interface we use."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
+        self._process = process
+        self._pid = process.pid or 0
+
+    @property
+    def pid(self) -> int:
+        """The process ID."""
+        return self._pid
+
+    def poll(self) -> int | None:
+        """The exit code (negative: the signal that ended it), or None while it runs."""
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait at most ``timeout`` seconds for the exit code; raise TimeoutExpired after."""
+        self._process.join(timeout)
+        code = self._process.exitcode
+        if code is None:
+            raise subprocess.TimeoutExpired(f"run_cluster process {self.pid}", timeout or 0.0)
+        return code
+
+    def terminate(self) -> None:
+        """Send SIGTERM."""
+        self._process.terminate()
+
+    def kill(self) -> None:
+        """Send SIGKILL."""
+        self._process.kill()
+
+
+def _forked_part(*args: Any) -> None:
+    """The body of a forked helper: its inherited objects leave the garbage collector's view."""
+    gc.freeze()  # the parent's heap, shared copy-on-write: never traversed here
+    run_part(*args)
+
+
 def spawn_cluster(
     flow: Dataflow,
     source: InputConfig | PairsInput | None,
@@ -560,46 +673,51 @@ def spawn_cluster(
     *,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
-) -> tuple[Config, bytes, list[subprocess.Popen[bytes]]]:
+    start_method: str = "auto",
+) -> tuple[Config, bytes, list[_Helper]]:
     """Start processes ``1..proc_count-1`` of a local cluster; return process 0's config.
 
-    Each is ``python -m timelypy.flow.child``; the flow, its input config,
-    ``sys.path``, the addresses (fresh ports on 127.0.0.1) and a fresh
-    shared secret reach it through its standard input, never the
-    environment or the command line.  Functions defined in your script
-    travel by value (cloudpickle), so a script needs no ``if __name__ ==
-    "__main__"`` guard.  The children send their captures to worker 0, in
-    this process.  With ``metrics_port``, process ``I`` serves its metrics
-    on ``metrics_port + I``.
+    ``start_method``:
+
+    * ``"fork"`` -- each is a copy of this process (Linux, with this
+      process on one thread): it holds the flow and every module already,
+      so it starts in milliseconds, where a new interpreter takes a few
+      tenths of a second to import timelypy.  Nothing is pickled.
+    * ``"spawn"`` -- each is ``python -m timelypy.flow.child``; the flow,
+      its input config, ``sys.path``, the addresses (fresh ports on
+      127.0.0.1) and a fresh shared secret reach it through its standard
+      input, never the environment or the command line.  Functions defined
+      in your script travel by value (cloudpickle), so a script needs no
+      ``if __name__ == "__main__"`` guard.
+    * ``"auto"`` (the default) -- fork where that is safe (Linux, one
+      thread in this process: no Spark gateway, metrics server or other
+      thread whose locks a copy would inherit), else spawn.
+
+    The children send their captures to worker 0, in this process.  With
+    ``metrics_port``, process ``I`` serves its metrics on ``metrics_port + I``.
     """
+    method = _start_method(start_method)
     ports = free_ports(proc_count)
     addresses = [f"127.0.0.1:{port}" for port in ports]
     secret = secrets.token_bytes(32)
     child_source: InputConfig | PairsInput | None = (
         PairsInput(()) if isinstance(source, PairsInput) else source
     )
+    part = (child_source, recovery_config, epoch_interval, (metrics_port, metrics_host))
+    children: list[_Helper] = []
     try:
-        program = cloudpickle.dumps(
-            (flow, child_source, recovery_config, epoch_interval, (metrics_port, metrics_host))
-        )
-    except Exception as exc:
-        raise FlowError(
-            f"run_cluster sends the flow and its input config to its other processes with "
-            f"cloudpickle, which failed: {exc}"
-        ) from exc
-    children: list[subprocess.Popen[bytes]] = []
-    try:
-        for proc_id in range(1, proc_count):
-            header = pickle.dumps(
-                (list(sys.path), addresses, proc_id, worker_count_per_proc, secret)
-            )
-            child = subprocess.Popen(
-                [sys.executable, "-m", "timelypy.flow.child"], stdin=subprocess.PIPE
-            )
-            children.append(child)
-            assert child.stdin is not None
-            child.stdin.write(len(header).to_bytes(8, "big") + header + program)
-            child.stdin.close()
+        if method == "fork":
+            context = multiprocessing.get_context("fork")
+            for proc_id in range(1, proc_count):
+                process = context.Process(
+                    target=_forked_part,
+                    args=(flow, *part, addresses, proc_id, worker_count_per_proc, secret),
+                    name=f"run_cluster process {proc_id}",
+                )
+                process.start()
+                children.append(_Forked(process))
+        else:
+            _spawn(flow, part, addresses, worker_count_per_proc, secret, children)
     except BaseException:
         _reap(children)
         raise
@@ -607,8 +725,35 @@ def spawn_cluster(
     return config, secret, children
 
 
+def _spawn(
+    flow: Dataflow,
+    part: tuple[Any, ...],
+    addresses: list[str],
+    workers: int,
+    secret: bytes,
+    children: list[_Helper],
+) -> None:
+    """Start ``python -m timelypy.flow.child`` for processes ``1..``, appending to ``children``."""
+    try:
+        program = cloudpickle.dumps((flow, *part))
+    except Exception as exc:
+        raise FlowError(
+            f"run_cluster sends the flow and its input config to its other processes with "
+            f"cloudpickle, which failed: {exc}"
+        ) from exc
+    for proc_id in range(1, len(addresses)):
+        header = pickle.dumps((list(sys.path), addresses, proc_id, workers, secret))
+        child = subprocess.Popen(
+            [sys.executable, "-m", "timelypy.flow.child"], stdin=subprocess.PIPE
+        )
+        children.append(child)
+        assert child.stdin is not None
+        child.stdin.write(len(header).to_bytes(8, "big") + header + program)
+        child.stdin.close()
+
+
 def _watch_children(
-    children: list[subprocess.Popen[bytes]], network: ClusterNetwork, stop: threading.Event
+    children: list[_Helper], network: ClusterNetwork, stop: threading.Event
 ) -> None:
     """Stop the run within a second if a helper process exits with an error."""
     while not stop.wait(0.2):
@@ -625,7 +770,7 @@ def _watch_children(
                 return
 
 
-def _await_children(children: list[subprocess.Popen[bytes]]) -> None:
+def _await_children(children: list[_Helper]) -> None:
     """The run completed here: wait for the helper processes to end, as they finish committing.
 
     Success is reported only once every helper ended with success: a helper
@@ -652,7 +797,7 @@ def _await_children(children: list[subprocess.Popen[bytes]]) -> None:
             )
 
 
-def _reap(children: list[subprocess.Popen[bytes]]) -> None:
+def _reap(children: list[_Helper]) -> None:
     """Wait a bounded time for ``run_cluster``'s helper processes; kill any that linger."""
     deadline = time.monotonic() + CHILD_EXIT_SECONDS
     for child in children:
