@@ -19,7 +19,10 @@ connect and close) are taken out.
 
 Neither step can combine before the exchange, so two processes are faster
 only if the exchange costs less than the work the second process takes
-over (issue: two processes faster than one). The table prints each
+over (issue: two processes faster than one). Two processes run twice,
+with the second one started by ``fork`` and by ``spawn`` (``run_cluster``'s
+``start_method``); ``run speed-up`` compares whole runs, start included,
+``work speed-up`` the work alone. The table prints each
 median, the spread and the speed-up of two processes over one; the
 machine's core count and load average say what the speed-up can be.
 
@@ -167,11 +170,13 @@ FOLDS: dict[str, Callable[[int], Dataflow]] = {
 }
 
 
-def timed(build: Callable[[int], Dataflow], items: int, processes: int) -> float:
+def timed(
+    build: Callable[[int], Dataflow], items: int, processes: int, start_method: str = "auto"
+) -> float:
     """Seconds of one ``run_cluster`` of ``build(items)`` on ``processes`` x 1 worker."""
     flow = build(items)
     start = time.perf_counter()
-    run_cluster(flow, proc_count=processes, worker_count_per_proc=1)
+    run_cluster(flow, proc_count=processes, worker_count_per_proc=1, start_method=start_method)
     return time.perf_counter() - start
 
 
@@ -258,30 +263,39 @@ def _window_table(items: int, repeat: int) -> None:
         )
 
 
+#: The runs of the scaling table: (processes, run_cluster's start_method).
+SCALING_RUNS = ((1, "auto"), (2, "fork"), (2, "spawn"))
+
+
 def _scaling_table(items: int, repeat: int) -> None:
-    print("| flow | processes | run s | start and end s | work s | spread | work speed-up |")
-    print("|---|--:|--:|--:|--:|--:|--:|")
+    print(
+        "| flow | processes | start | run s | start and end s | work s | spread "
+        "| run speed-up | work speed-up |"
+    )
+    print("|---|--:|---|--:|--:|--:|--:|--:|--:|")
     for name, build in FLOWS.items():
-        runs: dict[int, list[float]] = {1: [], 2: []}
-        bases: dict[int, list[float]] = {1: [], 2: []}
+        runs: dict[tuple[int, str], list[float]] = {run: [] for run in SCALING_RUNS}
+        bases: dict[tuple[int, str], list[float]] = {run: [] for run in SCALING_RUNS}
         for round_ in range(repeat + 1):
-            for processes in (1, 2):
-                took = timed(build, items, processes)
-                base = timed(build, 1000, processes)
+            for run in SCALING_RUNS:
+                took = timed(build, items, *run)
+                base = timed(build, 1000, *run)
                 if round_:
-                    runs[processes].append(took)
-                    bases[processes].append(base)
+                    runs[run].append(took)
+                    bases[run].append(base)
         work = {
-            p: statistics.median(r - b for r, b in zip(runs[p], bases[p], strict=True))
-            for p in (1, 2)
+            run: statistics.median(r - b for r, b in zip(runs[run], bases[run], strict=True))
+            for run in SCALING_RUNS
         }
-        for processes in (1, 2):
-            run_s = statistics.median(runs[processes])
-            base_s = statistics.median(bases[processes])
-            spread = (max(runs[processes]) - min(runs[processes])) / run_s
+        whole = {run: statistics.median(runs[run]) for run in SCALING_RUNS}
+        one = SCALING_RUNS[0]
+        for run in SCALING_RUNS:
+            processes, method = run
+            spread = (max(runs[run]) - min(runs[run])) / whole[run]
             print(
-                f"| {name} | {processes} | {run_s:.2f} | {base_s:.2f} | {work[processes]:.2f} "
-                f"| {spread:.0%} | {work[1] / work[processes]:.2f}x |"
+                f"| {name} | {processes} | {method if processes > 1 else ''} | {whole[run]:.2f} "
+                f"| {statistics.median(bases[run]):.2f} | {work[run]:.2f} | {spread:.0%} "
+                f"| {whole[one] / whole[run]:.2f}x | {work[one] / work[run]:.2f}x |"
             )
 
 

@@ -570,6 +570,9 @@ def cli_main(
 
 #: How ``run_cluster`` may start its other processes (see :func:`spawn_cluster`).
 START_METHODS = ("auto", "fork", "spawn")
+#: Seconds to wait for threads that have ended in Python to leave the operating system's
+#: list before fork is judged unsafe.
+THREADS_SETTLE_SECONDS = 0.05
 
 
 def threads_now() -> int:
@@ -593,6 +596,12 @@ def _start_method(requested: str) -> str:
     if requested == "spawn":
         return "spawn"
     threads = threads_now()
+    # A thread that Python has just joined may still be leaving the kernel's list: with
+    # no other Python thread alive, give such stragglers a moment before spawning.
+    settle = time.monotonic() + THREADS_SETTLE_SECONDS
+    while threads > 1 and threading.active_count() == 1 and time.monotonic() < settle:
+        time.sleep(0.001)
+        threads = threads_now()
     if threads == 1 and "fork" in multiprocessing.get_all_start_methods():
         return "fork"
     if requested == "fork":
