@@ -219,11 +219,7 @@ def files_candidates(work: Path, bytewax: bool) -> dict[str, Callable[[], Any]]:
 
             return bytewax_files
 
-        for size in BATCH_SIZES:
-            cands[bytewax_label("op.map", size)] = bytewax_at(size, keyed)
-        cands[bytewax_label("op.flat_map_batch", BATCH_SIZES[-1])] = bytewax_at(
-            BATCH_SIZES[-1], keyed_batch
-        )
+        _add_bytewax_forms(cands, bytewax_at, ("op.map", keyed), ("op.flat_map_batch", keyed_batch))
     return cands
 
 
@@ -277,12 +273,29 @@ def csv_candidates(work: Path, rows: int, bytewax: bool) -> dict[str, Callable[[
 
             return bytewax_csv
 
-        for size in BATCH_SIZES:
-            cands[bytewax_label("op.count_final", size)] = bytewax_at(size, counts)
-        cands[bytewax_label("op.flat_map_batch+op.reduce_final", BATCH_SIZES[-1])] = bytewax_at(
-            BATCH_SIZES[-1], batch_counts
+        _add_bytewax_forms(
+            cands,
+            bytewax_at,
+            ("op.count_final", counts),
+            ("op.flat_map_batch+op.reduce_final", batch_counts),
         )
     return cands
+
+
+def _add_bytewax_forms(
+    cands: dict[str, Callable[[], Any]],
+    make: Callable[[int, Callable[[Any, Any], Any]], Callable[[], Any]],
+    per_item: tuple[str, Callable[[Any, Any], Any]],
+    batch_api: tuple[str, Callable[[Any, Any], Any]],
+) -> None:
+    """Add the bytewax candidates: per item at each of ``BATCH_SIZES``, batch API at the largest.
+
+    ``make(size, steps)`` is the candidate reading batches of ``size``;
+    ``per_item`` and ``batch_api`` are ``(operators, steps)``.
+    """
+    for size in BATCH_SIZES:
+        cands[bytewax_label(per_item[0], size)] = make(size, per_item[1])
+    cands[bytewax_label(batch_api[0], BATCH_SIZES[-1])] = make(BATCH_SIZES[-1], batch_api[1])
 
 
 def _name(row: dict[str, str]) -> str:
