@@ -94,9 +94,10 @@ def test_fork_is_refused_while_the_caller_runs_other_threads():
         other.join()
 
 
-def test_an_unknown_start_method_is_refused():
+@pytest.mark.parametrize("processes", [1, 2])
+def test_an_unknown_start_method_is_refused(processes):
     with pytest.raises(ConfigError, match=r"start_method must be one of 'auto', 'fork', 'spawn'"):
-        run_cluster(_doubling(), [(0, 1)], proc_count=2, start_method="forkserver")
+        run_cluster(_doubling(), [(0, 1)], proc_count=processes, start_method="forkserver")
 
 
 def test_spawn_works_beside_other_threads():

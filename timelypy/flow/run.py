@@ -212,6 +212,7 @@ class FlowRun(Iterator[tuple[int, Any]]):
         source = _input(flow, inp)
         _positive(proc_count, "proc_count")
         _positive(worker_count_per_proc, "worker_count_per_proc")
+        _check_start_method(start_method)  # on one process too: a typo is found at once
         interval = _epoch_interval(epoch_interval)
         _recovery(recovery_config)
         self._metrics = start_metrics(metrics_port, metrics_host)
@@ -587,12 +588,16 @@ def threads_now() -> int:
         return 0
 
 
-def _start_method(requested: str) -> str:
-    """``"fork"`` or ``"spawn"``: what ``requested`` means in this process, now."""
+def _check_start_method(requested: object) -> None:
     if requested not in START_METHODS:
         raise ConfigError(
             f"start_method must be one of {', '.join(map(repr, START_METHODS))}, got {requested!r}"
         )
+
+
+def _start_method(requested: str) -> str:
+    """``"fork"`` or ``"spawn"``: what ``requested`` means in this process, now."""
+    _check_start_method(requested)
     if requested == "spawn":
         return "spawn"
     threads = threads_now()
