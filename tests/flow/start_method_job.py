@@ -78,20 +78,16 @@ def _failing(fn: object) -> dict[str, object]:
     keyed = op.key_on("key", words, str)
     with tempfile.TemporaryDirectory() as directory:
         op.output("out", op.stateful_map("boom", keyed, fn), LinesSink(directory))  # type: ignore[arg-type]
-        return _timed_failure(flow)
-
-
-def _timed_failure(flow: Dataflow) -> dict[str, object]:
-    started = time.monotonic()
-    try:
-        run_cluster(flow, proc_count=2, start_method="fork")
-    except BaseException as exc:  # reported to the test
-        return {
-            "error": type(exc).__name__,
-            "message": str(exc),
-            "notes": getattr(exc, "__notes__", []),
-            "seconds": time.monotonic() - started,
-        }
+        started = time.monotonic()
+        try:
+            run_cluster(flow, proc_count=2, start_method="fork")
+        except BaseException as exc:  # reported to the test
+            return {
+                "error": type(exc).__name__,
+                "message": str(exc),
+                "notes": getattr(exc, "__notes__", []),
+                "seconds": time.monotonic() - started,
+            }
     return {"error": None}
 
 
