@@ -742,3 +742,69 @@ def test_a_raising_exchange_key_is_named_as_the_exchange_s(records):
     notes = info.value.__notes__
     assert any("exchange key function of operator 'Exchange'" in note for note in notes)
     assert not any("ToStream" in note for note in notes), notes
+
+
+def _routed_by(pact, workers, records):
+    """What each worker receives through ``pact`` when every worker sends ``records``."""
+
+    def program(worker):
+        seen = []
+
+        def constructor(cap, info):
+            def logic(inp, out):
+                for _, data in inp:
+                    seen.extend(data)
+
+            return logic
+
+        worker.dataflow(
+            lambda scope: scope.to_stream(list(records)).unary(pact, "Route", constructor)
+        )
+        return lambda: sorted(seen)
+
+    return run_to_completion(workers, program)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_an_exchange_partition_splits_whole_batches_where_the_key_would(workers):
+    from timelypy.dataflow.channels import Exchange
+
+    calls = []
+
+    def partition(records, peers):
+        calls.append(len(records))
+        parts = [[] for _ in range(peers)]
+        for r in records:
+            parts[r % peers].append(r)
+        return parts
+
+    records = list(range(20))
+    by_key = _routed_by(Exchange(lambda r: r), workers, records)
+    assert _routed_by(Exchange(lambda r: r, partition=partition), workers, records) == by_key
+    assert calls and all(n == len(records) for n in calls)
+    # every worker sent every record: each arrives once from each of them
+    assert by_key == [
+        sorted([r for r in records if r % workers == i] * workers) for i in range(workers)
+    ]
+
+
+def test_a_raising_partition_leaves_the_batch_to_the_key():
+    from timelypy.dataflow.channels import Exchange
+    from timelypy.errors import ExchangeKeyError
+
+    def partition(records, peers):
+        raise TypeError("not this batch")
+
+    records = list(range(10))
+    assert _routed_by(Exchange(lambda r: r, partition=partition), 2, records) == _routed_by(
+        Exchange(lambda r: r), 2, records
+    )
+    with pytest.raises(ExchangeKeyError, match="must return an int"):
+        _routed_by(Exchange(lambda r: "key", partition=partition), 2, records)
+
+
+def test_an_exchange_partition_must_be_callable():
+    from timelypy.dataflow.channels import Exchange
+
+    with pytest.raises(TypeError, match="partition must be callable"):
+        Exchange(lambda r: r, partition=3)

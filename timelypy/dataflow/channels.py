@@ -120,16 +120,29 @@ class Pipeline(Pact):
 class Exchange(Pact):
     """Route each record to worker ``key(record) % peers``.
 
+    ``partition(records, peers)``, if given, splits each batch of more than
+    one record into one list per worker, each record where ``key`` sends it
+    (the flow layer's keyed steps pass one that remembers its keys' hashes).
+    If it raises, the batch is split record by record, so the error is
+    reported as for any key.
+
     >>> Exchange(lambda word: len(word))
     Exchange(key=<lambda>)
     """
 
     name = "Exchange"
 
-    def __init__(self, key: Callable[[Any], int]) -> None:
+    def __init__(
+        self,
+        key: Callable[[Any], int],
+        partition: Callable[[list[Any], int], list[list[Any]]] | None = None,
+    ) -> None:
         if not callable(key):
             raise TypeError(f"Exchange needs a key function, got {key!r}")
+        if partition is not None and not callable(partition):
+            raise TypeError(f"Exchange's partition must be callable, got {partition!r}")
         self.key = key
+        self.partition = partition
 
     def connect(
         self, scope: Scope, operator: LeafOperator, input_index: int
@@ -154,53 +167,65 @@ class Exchange(Pact):
         key = self.key
         where = f"operator {operator.name!r} (worker {worker.index})"
         mask = peers - 1 if peers & (peers - 1) == 0 else None
+        partition = self.partition
+
+        def split(records: list[Any]) -> list[list[Any]]:
+            """One list per worker, by ``key``; a key's error names this operator."""
+            parts: list[list[Any]] = [[] for _ in range(peers)]
+            appends = [p.append for p in parts]
+            try:
+                if mask is not None:
+                    for record in records:
+                        appends[key(record) & mask](record)
+                else:
+                    for record in records:
+                        appends[key(record) % peers](record)
+            except Exception as exc:
+                bad = None
+                if isinstance(exc, TypeError):
+                    bad = next((r for r in records if not _gives_int(key, r)), None)
+                if bad is None:
+                    # the user's key function raised: name the operator it belongs to
+                    exc.add_note(f"raised by the exchange key function of {where}")
+                    _blame(exc, operator.name, worker.index)
+                    raise
+                error = ExchangeKeyError(
+                    f"{where}: the exchange key must return an int, but returned "
+                    f"{key(bad)!r} ({type(key(bad)).__name__}) for record {bad!r}; use "
+                    "timelypy.stable_hash(...) for strings (Python's hash() differs "
+                    "between processes)"
+                )
+                # One name, the right one: the operator whose key it is, not its sender.
+                _blame(error, operator.name, worker.index)
+                raise error from exc
+            return parts
 
         def push(time: Any, records: list[Any]) -> None:
             to = None
             if len(records) == 1:
                 # One record (a small epoch's): it goes whole to its worker, with no
-                # partition to build.  A key that fails falls through to the loop
-                # below, which raises the error it names.
+                # partition to build.  A key that fails falls through to split(),
+                # which raises the error it names.
                 try:
                     target = key(records[0])
                     to = pushers[target & mask if mask is not None else target % peers]
                 except Exception:
                     to = None
-            if to is None:
-                parts: list[list[Any]] = [[] for _ in range(peers)]
-                appends = [p.append for p in parts]
-                try:
-                    if mask is not None:
-                        for record in records:
-                            appends[key(record) & mask](record)
-                    else:
-                        for record in records:
-                            appends[key(record) % peers](record)
-                except Exception as exc:
-                    bad = None
-                    if isinstance(exc, TypeError):
-                        bad = next((r for r in records if not isinstance(key(r), int)), None)
-                    if bad is None:
-                        # the user's key function raised: name the operator it belongs to
-                        exc.add_note(f"raised by the exchange key function of {where}")
-                        _blame(exc, operator.name, worker.index)
-                        raise
-                    error = ExchangeKeyError(
-                        f"{where}: the exchange key must return an int, but returned "
-                        f"{key(bad)!r} ({type(key(bad)).__name__}) for record {bad!r}; use "
-                        "timelypy.stable_hash(...) for strings (Python's hash() differs "
-                        "between processes)"
-                    )
-                    # One name, the right one: the operator whose key it is, not its sender.
-                    _blame(error, operator.name, worker.index)
-                    raise error from exc
             try:
                 if to is not None:
                     to((time, records))
-                else:
-                    for j, part in enumerate(parts):
-                        if part:
-                            pushers[j]((time, part))
+                    return
+                parts = None
+                if partition is not None:
+                    try:
+                        parts = partition(records, peers)
+                    except Exception:
+                        parts = None  # split() raises the error, named as for any key
+                if parts is None:
+                    parts = split(records)
+                for j, part in enumerate(parts):
+                    if part:
+                        pushers[j]((time, part))
             except SerializationError as exc:
                 # the codec names this operator already: not the one sending to it
                 _blame(exc, operator.name, worker.index)
@@ -210,6 +235,14 @@ class Exchange(Pact):
 
     def __repr__(self) -> str:
         return f"Exchange(key={getattr(self.key, '__name__', self.key)!r})".replace("'", "")
+
+
+def _gives_int(key: Callable[[Any], Any], record: Any) -> bool:
+    """Whether ``key(record)`` is an ``int``; a key that raises is not this kind of failure."""
+    try:
+        return isinstance(key(record), int)
+    except Exception:
+        return True
 
 
 def _blame(exc: BaseException, operator: str, worker: int) -> None:
