@@ -30,13 +30,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from timelypy.dataflow.capability import Capability
-from timelypy.dataflow.channels import Exchange, Pact, Pipeline
+from timelypy.dataflow.channels import Pact, Pipeline
 from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.notificator import EagerNotificator
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import StepError
 from timelypy.flow._ends import InputEnd, with_input_end
-from timelypy.flow.steps import route_by_key, step_error
+from timelypy.flow.steps import keyed_exchange, step_error
 
 __all__ = [
     "KeyedLogic",
@@ -727,7 +727,7 @@ def keyed_operator(
     marks_in: list[OperatorInput[Any]] = []  # the marks' input, once the operator is built
     return with_input_end(
         stream,
-        pact if pact is not None else Exchange(route_by_key),
+        pact if pact is not None else keyed_exchange(),
         step_id,
         ends,
         constructor,

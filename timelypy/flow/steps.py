@@ -53,6 +53,8 @@ __all__ = [
     "batch_function",
     "keyed_check",
     "route_by_key",
+    "partition_by_key",
+    "keyed_exchange",
     "combine_epoch",
     "checked_fold",
     "step_error",
@@ -104,8 +106,71 @@ def batch_function(step: Step) -> BatchFn:
 
 
 def route_by_key(item: tuple[str, Any]) -> int:
-    """The stable hash of an item's state key: CRC-32 of its UTF-8 bytes."""
-    return crc32(item[0].encode("utf-8", "surrogatepass"))
+    """The stable hash of an item's state key: CRC-32 of its UTF-8 bytes.
+
+    Raises :class:`~timelypy.errors.StateKeyError` for an item that is not
+    ``(str, value)``.
+    """
+    try:
+        return crc32(item[0].encode("utf-8", "surrogatepass"))
+    except (AttributeError, TypeError, IndexError, KeyError):
+        kind = (
+            f"a key of type {type(item[0]).__name__}"
+            if type(item) is tuple and len(item) == 2
+            else f"a {type(item).__name__}"
+        )
+        raise StateKeyError(
+            f"a keyed step takes (key, value) 2-tuples with a str state key, but got "
+            f"{_short(item)} ({kind}); map items to (str(key), value) before it"
+        ) from None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: How many state keys' hashes :func:`partition_by_key` remembers, per process.
+ROUTE_MEMO_KEYS = 1 << 16
+_route_memo: dict[str, int] = {}
+
+
+def partition_by_key(items: list[tuple[str, Any]], peers: int) -> list[list[Any]]:
+    """Split ``items`` into one list per worker, each where :func:`route_by_key` sends it.
+
+    With a memo of the hashes of up to :data:`ROUTE_MEMO_KEYS` state keys: a
+    keyed stream sees the same keys again and again, and looking one up
+    costs a third of encoding and hashing it (the memo keeps the first keys
+    it sees, and stops growing when full).  A key that is not a ``str``
+    raises ``TypeError``: the exchange then routes the batch item by item,
+    and reports the key as it would any.
+
+    >>> parts = partition_by_key([("a", 1), ("d", 2), ("a", 3)], 2)
+    >>> parts[route_by_key(("a", 0)) % 2]
+    [('a', 1), ('a', 3)]
+    """
+    parts: list[list[Any]] = [[] for _ in range(peers)]
+    appends = [part.append for part in parts]
+    memo = _route_memo
+    known = memo.get
+    room = ROUTE_MEMO_KEYS - len(memo)
+    for item in items:
+        key = item[0]
+        hashed = known(key)
+        if hashed is None:
+            if type(key) is not str:
+                raise TypeError(f"a state key must be a str, got {type(key).__name__}")
+            hashed = crc32(key.encode("utf-8", "surrogatepass"))
+            if room > 0:
+                memo[key] = hashed
+                room -= 1
+        appends[hashed % peers](item)
+    return parts
+
+
+def keyed_exchange() -> Exchange:
+    """A keyed step's exchange: :func:`route_by_key`, batches split by :func:`partition_by_key`."""
+    return Exchange(route_by_key, partition=partition_by_key)
 
 
 def _compiled(chain: list[tuple[Step, BatchFn]], name: str) -> list[tuple[Step | FusedRun, Any]]:
@@ -198,7 +263,7 @@ def reduce_epoch(graph: GraphBuilder, step: Step, peers: int, state: StepState) 
         stream = combine_epoch(
             stream, f"{name}.local", step, Pipeline(), None, check=check, prelude=prelude
         )
-        return combine_epoch(stream, step.step_id, step, Exchange(route_by_key), state)
+        return combine_epoch(stream, step.step_id, step, keyed_exchange(), state)
     return combine_epoch(stream, name, step, Pipeline(), state, check=check, prelude=prelude)
 
 
@@ -369,7 +434,7 @@ def keyed_step(stream: Stream[Any], step: Step, state: StepState) -> Stream[Any]
 
         return logic
 
-    return stream.unary_frontier(Exchange(route_by_key), step_id, constructor)
+    return stream.unary_frontier(keyed_exchange(), step_id, constructor)
 
 
 def output_sink(

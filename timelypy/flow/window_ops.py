@@ -32,7 +32,6 @@ from collections.abc import Callable
 from typing import Any
 
 from timelypy.dataflow.capability import Capability
-from timelypy.dataflow.channels import Exchange
 from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.notificator import EagerNotificator
 from timelypy.dataflow.stream import Stream
@@ -40,7 +39,7 @@ from timelypy.errors import FlowError
 from timelypy.flow._ends import InputEnd, with_input_end_outputs
 from timelypy.flow._windows import TOMBSTONES, remember
 from timelypy.flow.state import NO_ACC, StepState
-from timelypy.flow.steps import route_by_key
+from timelypy.flow.steps import keyed_exchange
 from timelypy.flow.window import (
     UTC_EPOCH,
     EventClockConfig,
@@ -704,6 +703,6 @@ def window_step(
         return WorkerWindows(logic, state, cap, info, end)
 
     streams = with_input_end_outputs(
-        stream, Exchange(route_by_key), step_id, ends, constructor, 2 if late_stream else 1
+        stream, keyed_exchange(), step_id, ends, constructor, 2 if late_stream else 1
     )
     return streams[0], streams[1] if late_stream else None
