@@ -200,7 +200,11 @@ class InputHandle(Generic[T]):
         if records:
             # Each downgrade below reports its operator's changes, these sends' too.
             self._buffer = []
-            self._push(records, self._unreported)
+            unreported = self._unreported
+            if len(unreported) == 1:
+                unreported[0](current, records)
+            else:
+                self._push(records, unreported)
             if self._flush_sends is not None:
                 # The epoch's records for other processes leave now, as Timely's
                 # communication thread sends them, not when the next step starts.
