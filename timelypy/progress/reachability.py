@@ -706,6 +706,13 @@ class Tracker:
             self._dag.append(
                 (lkind, node, port, implications, nexts, chain, report, nodes, info.mirrored)
             )
+        #: Per location: whether it is mirrored, with no successor and nothing
+        #: reported (a fused pipeline ending in a probe): propagating its
+        #: changes, applied already, has nothing left to do.
+        self._dag_ends = [
+            mirror and not nexts and chain < 0 and not report
+            for _, _, _, _, nexts, chain, report, _, mirror in self._dag
+        ]
         self._dag_target = [
             [index.get((0, node, port), -1) for port in range(ins)]
             for node, (ins, _) in enumerate(self._shape)
@@ -936,8 +943,6 @@ class Tracker:
         moved = self._pointstamp_changes()
         if not moved:
             return
-        pending: dict[int, dict[Any, int]] = {}
-        heap: list[int] = []
         updates: list[tuple[Any, int]]
         if len(moved) == 1:
             # One location moved (a lone capability's downgrade, the common small
@@ -946,7 +951,15 @@ class Tracker:
             location = (self._dag_source if kind else self._dag_target)[node][port]
             if location < 0:
                 raise _fused_pointstamp(kind, node, port)
-        else:
+            if self._dag_ends[location]:
+                # The loop below would only ask whether its frontier emptied.
+                end = self._dag[location]
+                if end[3].is_empty():
+                    self.emptied.extend(end[7])
+                return
+        pending: dict[int, dict[Any, int]] = {}
+        heap: list[int] = []
+        if len(moved) > 1:
             dag_index = (self._dag_target, self._dag_source)
             for kind, node, port, changes in moved:
                 location = dag_index[kind][node][port]
