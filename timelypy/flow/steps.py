@@ -142,10 +142,11 @@ def partition_by_key(items: list[tuple[str, Any]], peers: int) -> list[list[Any]
     shared by the process's workers: a keyed stream sees the same keys
     again and again, and looking one up costs less than encoding and
     hashing it (72 ns an item against 103, batches of 1,000 with 10,000
-    keys).  The memo keeps the first keys it sees (a few MB at most) and
-    stops growing when full; each worker may overshoot by one batch.  A
-    key that is not a ``str`` raises ``TypeError``: the exchange then
-    routes the batch item by item, and reports the key as it would any.
+    keys).  The memo keeps the first keys it sees (8 MB for 65,536 keys of
+    a dozen characters) and stops growing when full; each worker may
+    overshoot by one batch.  A key that is not a ``str`` raises
+    ``TypeError``: the exchange then routes the batch item by item, and
+    reports the key as it would any.
 
     >>> parts = partition_by_key([("a", 1), ("d", 2), ("a", 3)], 2)
     >>> parts[route_by_key(("a", 0)) % 2]
