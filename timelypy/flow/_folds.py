@@ -33,7 +33,7 @@ from timelypy.flow._fused import FOLD_CHECK, FOLD_UNPACK, FusedRun, PerItem
 from timelypy.flow._step_errors import noted, raise_from
 from timelypy.flow.dataflow import Step
 
-__all__ = ["Fold", "FoldInto", "keyed_check", "refusal", "checked_fold"]
+__all__ = ["Fold", "FoldInto", "keyed_check", "item_kind", "refusal", "checked_fold"]
 
 #: A step applied to one batch: ``fn(epoch, items) -> items``.
 BatchFn = Callable[[int, list[Any]], list[Any]]
@@ -77,16 +77,19 @@ def keyed_check(step: Step) -> BatchFn:
     return check
 
 
+def item_kind(item: Any) -> str:
+    """What an item refused by a keyed step is: ``a key of type int``, ``a str``..."""
+    if type(item) is tuple and len(item) == 2:
+        return f"a key of type {type(item[0]).__name__}"
+    return f"a {type(item).__name__}"
+
+
 def refusal(step: Step, epoch: int, items: list[Any]) -> StateKeyError | None:
     """The :class:`StateKeyError` for the first item of ``items`` that is not ``(str, value)``."""
     bad = _bad_item(items)
     if bad is _MISSING:
         return None
-    kind = (
-        f"a key of type {type(bad[0]).__name__}"
-        if type(bad) is tuple and len(bad) == 2
-        else f"a {type(bad).__name__}"
-    )
+    kind = item_kind(bad)
     return StateKeyError(
         f"step {step.step_id!r} ({step.operator}) takes (key, value) 2-tuples with a str state "
         f"key, but got {bad!r} ({kind}) at epoch {epoch}; map items to "

@@ -38,7 +38,7 @@ from timelypy.dataflow.notificator import EagerNotificator
 from timelypy.dataflow.stream import Stream
 from timelypy.errors import FlowError, StateKeyError, StepError
 from timelypy.flow import _batch
-from timelypy.flow._folds import _fold, checked_fold, keyed_check
+from timelypy.flow._folds import _fold, checked_fold, item_kind, keyed_check
 from timelypy.flow._fused import FusedRun, PerItem, per_item, runs
 from timelypy.flow._step_errors import noted, raise_from, step_error
 from timelypy.flow.dataflow import Step
@@ -114,14 +114,9 @@ def route_by_key(item: tuple[str, Any]) -> int:
     try:
         return crc32(item[0].encode("utf-8", "surrogatepass"))
     except (AttributeError, TypeError, IndexError, KeyError):
-        kind = (
-            f"a key of type {type(item[0]).__name__}"
-            if type(item) is tuple and len(item) == 2
-            else f"a {type(item).__name__}"
-        )
         raise StateKeyError(
             f"a keyed step takes (key, value) 2-tuples with a str state key, but got "
-            f"{_short(item)} ({kind}); map items to (str(key), value) before it"
+            f"{_short(item)} ({item_kind(item)}); map items to (str(key), value) before it"
         ) from None
 
 
