@@ -808,3 +808,20 @@ def test_an_exchange_partition_must_be_callable():
 
     with pytest.raises(TypeError, match="partition must be callable"):
         Exchange(lambda r: r, partition=3)
+
+
+@pytest.mark.parametrize(
+    "partition",
+    [
+        lambda records, peers: [records[:3]],  # too few lists, records lost
+        lambda records, peers: [records, [], []],  # too many lists
+        lambda records, peers: [records, records],  # records twice
+        lambda records, peers: None,
+    ],
+)
+def test_a_partition_that_loses_or_adds_records_is_refused_naming_the_operator(partition):
+    from timelypy.dataflow.channels import Exchange
+    from timelypy.errors import ExchangeKeyError
+
+    with pytest.raises(ExchangeKeyError, match=r"operator 'Route' \(worker \d\).*one list per"):
+        _routed_by(Exchange(lambda r: r, partition=partition), 2, list(range(10)))

@@ -120,11 +120,13 @@ class Pipeline(Pact):
 class Exchange(Pact):
     """Route each record to worker ``key(record) % peers``.
 
-    ``partition(records, peers)``, if given, splits each batch of more than
-    one record into one list per worker, each record where ``key`` sends it
-    (the flow layer's keyed steps pass one that remembers its keys' hashes).
-    If it raises, the batch is split record by record, so the error is
-    reported as for any key.
+    ``partition(records, peers)``, if given, splits each batch into one
+    list per worker, each record where ``key`` sends it (the flow layer's
+    keyed steps pass one that remembers its keys' hashes); a lone record
+    whose key works goes whole to its worker without it.  If it raises, the
+    batch is split record by record, so the error is reported as for any
+    key; if its lists are not one per worker, or lose or add records, that
+    is an :class:`~timelypy.errors.ExchangeKeyError` naming the operator.
 
     >>> Exchange(lambda word: len(word))
     Exchange(key=<lambda>)
@@ -221,6 +223,15 @@ class Exchange(Pact):
                         parts = partition(records, peers)
                     except Exception:
                         parts = None  # split() raises the error, named as for any key
+                    else:
+                        if not _complete(parts, peers, len(records)):
+                            error = ExchangeKeyError(
+                                f"{where}: the exchange's partition must return one list per "
+                                f"worker ({peers}) holding every record of the batch "
+                                f"({len(records)}), but returned {_short(parts)}"
+                            )
+                            _blame(error, operator.name, worker.index)
+                            raise error
                 if parts is None:
                     parts = split(records)
                 for j, part in enumerate(parts):
@@ -235,6 +246,19 @@ class Exchange(Pact):
 
     def __repr__(self) -> str:
         return f"Exchange(key={getattr(self.key, '__name__', self.key)!r})".replace("'", "")
+
+
+def _complete(parts: Any, peers: int, records: int) -> bool:
+    """Whether ``parts`` is one list per worker holding ``records`` records in all."""
+    try:
+        return len(parts) == peers and sum(map(len, parts)) == records
+    except TypeError:
+        return False
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _gives_int(key: Callable[[Any], Any], record: Any) -> bool:
