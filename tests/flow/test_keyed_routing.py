@@ -35,13 +35,38 @@ def test_a_batch_goes_where_each_item_would(items, peers):
     assert partition_by_key(items, peers) == one_by_one(items, peers)
 
 
-def test_the_memo_stops_growing_at_its_limit(monkeypatch):
+@pytest.fixture
+def memo(monkeypatch):
+    """A fresh memo of 3 keys for the test."""
     monkeypatch.setattr(steps, "ROUTE_MEMO_KEYS", 3)
-    monkeypatch.setattr(steps, "_route_memo", {})
+    monkeypatch.setattr(steps, "_route_memo", steps._RouteMemo())
+    return steps._route_memo
+
+
+def test_the_memo_stops_growing_at_its_limit(memo):
     items = [(f"key{i}", i) for i in range(10)]
     assert partition_by_key(items, 3) == one_by_one(items, 3)
     assert partition_by_key(items, 3) == one_by_one(items, 3)
-    assert list(steps._route_memo) == ["key0", "key1", "key2"]
+    assert list(memo.hashes) == ["key0", "key1", "key2"]
+
+
+def test_long_keys_are_hashed_each_time_not_remembered(memo):
+    items = [("k" * (steps.ROUTE_MEMO_KEY_CHARS + 1), 1), ("short", 2)]
+    assert partition_by_key(items, 2) == one_by_one(items, 2)
+    assert list(memo.hashes) == ["short"]
+
+
+def test_ever_new_keys_stop_the_lookups_and_a_later_batch_looks_again(memo, monkeypatch):
+    monkeypatch.setattr(steps, "ROUTE_MEMO_RESAMPLE", 3)
+    fresh = [[(f"new{b}-{i}", i) for i in range(10)] for b in range(8)]
+    assert partition_by_key(fresh[0], 2) == one_by_one(fresh[0], 2)
+    assert not memo.useful  # full after 3 keys, 7 of 10 could not be kept
+    for batch in fresh[1:3]:  # routed without the memo, as the memo would
+        assert partition_by_key(batch, 2) == one_by_one(batch, 2)
+        assert not memo.useful
+    remembered = [(key, 0) for key in memo.hashes] * 4
+    assert partition_by_key(remembered, 2) == one_by_one(remembered, 2)  # the third: it looks
+    assert memo.useful and memo.skipped == 0
 
 
 @pytest.mark.parametrize("item", [(1, "x"), (None, 1), (b"k", 1), 5])

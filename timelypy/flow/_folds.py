@@ -81,7 +81,8 @@ def item_kind(item: Any) -> str:
     """What an item refused by a keyed step is: ``a key of type int``, ``a str``..."""
     if type(item) is tuple and len(item) == 2:
         return f"a key of type {type(item[0]).__name__}"
-    return f"a {type(item).__name__}"
+    name = type(item).__name__
+    return f"{'an' if name[:1].lower() in ('a', 'e', 'i', 'o', 'u') else 'a'} {name}"
 
 
 def refusal(step: Step, epoch: int, items: list[Any]) -> StateKeyError | None:

@@ -127,20 +127,43 @@ def _short(value: Any, limit: int = 80) -> str:
 
 #: How many state keys' hashes :func:`partition_by_key` remembers, per process.
 ROUTE_MEMO_KEYS = 1 << 16
-_route_memo: dict[str, int] = {}
+#: Keys longer than this (in characters) are hashed each time, never remembered.
+ROUTE_MEMO_KEY_CHARS = 64
+#: With the memo full and missing most keys, batches skip it; one in this many looks again.
+ROUTE_MEMO_RESAMPLE = 64
+
+
+class _RouteMemo:
+    """The process's memo of state-key hashes, and whether looking keys up in it pays."""
+
+    __slots__ = ("hashes", "skipped", "useful")
+
+    def __init__(self) -> None:
+        self.hashes: dict[str, int] = {}
+        #: False while the memo is full and the last batch that looked missed most keys.
+        self.useful = True
+        #: Batches routed without the memo since it last looked.
+        self.skipped = 0
+
+
+_route_memo = _RouteMemo()
 
 
 def partition_by_key(items: list[tuple[str, Any]], peers: int) -> list[list[Any]]:
     """Split ``items`` into one list per worker, each where :func:`route_by_key` sends it.
 
-    With a memo of the hashes of about :data:`ROUTE_MEMO_KEYS` state keys,
-    shared by the process's workers: a keyed stream sees the same keys
-    again and again, and looking one up costs less than encoding and
-    hashing it (72 ns an item against 103, batches of 1,000 with 10,000
-    keys).  The memo keeps the first keys it sees (8 MB for 65,536 keys of
-    a dozen characters) and stops growing when full; each worker may
-    overshoot by one batch.  A key that is not a ``str`` raises
-    ``TypeError``: the exchange then routes the batch item by item, and
+    A keyed stream sees the same keys again and again, so the process's
+    workers share a memo of the hashes of the first :data:`ROUTE_MEMO_KEYS`
+    state keys they route (of up to :data:`ROUTE_MEMO_KEY_CHARS`
+    characters: about 8 MB when full of keys of a dozen characters): a
+    lookup costs less than encoding and hashing the key (72 ns an item
+    against 103, batches of 1,000 with 10,000 keys).  A batch that finds
+    fewer than half its keys in the memo and cannot add them (it is full,
+    or they are long) has the next batches hash every key without looking
+    (one in :data:`ROUTE_MEMO_RESAMPLE` looks again), so a stream of ever
+    new keys pays no lookups it cannot use (125 ns an item, as before the
+    memo).  An item whose key is not a ``str`` may raise (``TypeError``,
+    ``IndexError``...): the exchange then routes the batch item by item, and
     reports the key as it would any.
 
     >>> parts = partition_by_key([("a", 1), ("d", 2), ("a", 3)], 2)
@@ -149,9 +172,21 @@ def partition_by_key(items: list[tuple[str, Any]], peers: int) -> list[list[Any]
     """
     parts: list[list[Any]] = [[] for _ in range(peers)]
     appends = [part.append for part in parts]
-    memo = _route_memo
+    state = _route_memo
+    if not state.useful:
+        state.skipped += 1
+        if state.skipped < ROUTE_MEMO_RESAMPLE:
+            for item in items:
+                key = item[0]
+                if type(key) is not str:
+                    raise TypeError(f"a state key must be a str, got {type(key).__name__}")
+                appends[crc32(key.encode("utf-8", "surrogatepass")) % peers](item)
+            return parts
+        state.skipped = 0
+    memo = state.hashes
     known = memo.get
     room = ROUTE_MEMO_KEYS - len(memo)
+    unknown = 0  # keys looked up in vain that the memo could not take either
     for item in items:
         key = item[0]
         hashed = known(key)
@@ -159,10 +194,13 @@ def partition_by_key(items: list[tuple[str, Any]], peers: int) -> list[list[Any]
             if type(key) is not str:
                 raise TypeError(f"a state key must be a str, got {type(key).__name__}")
             hashed = crc32(key.encode("utf-8", "surrogatepass"))
-            if room > 0:
+            if room > 0 and len(key) <= ROUTE_MEMO_KEY_CHARS:
                 memo[key] = hashed
                 room -= 1
+            else:
+                unknown += 1
         appends[hashed % peers](item)
+    state.useful = 2 * unknown <= len(items)
     return parts
 
 
