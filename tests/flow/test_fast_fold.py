@@ -241,10 +241,11 @@ def test_keyed_check_refuses_exactly_the_bad_items(items, epoch):
         f"{bad!r} ("
     )
     assert message.endswith(f") at epoch {epoch}; map items to (str(key), value) before this step")
+    name = type(bad).__name__
     kind = (
         f"a key of type {type(bad[0]).__name__}"
         if type(bad) is tuple and len(bad) == 2
-        else f"a {type(bad).__name__}"
+        else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
     )
     assert f"({kind})" in message
 
