@@ -225,6 +225,7 @@ PUBLIC: dict[str, list[str]] = {
         "TimelyError",
         "TimestampError",
         "WorkerAborted",
+        "short_repr",
     ],
     "timelypy.events": [
         "ChannelsEvent",

@@ -30,7 +30,30 @@ __all__ = [
     "StateKeyError",
     "StepError",
     "RecoveryError",
+    "short_repr",
 ]
+
+
+def short_repr(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for a message naming a bad value.
+
+    A ``repr`` that raises gives ``<type object>``: the message being built
+    is about something else.
+
+    >>> short_repr("x" * 100, 10)
+    "'xxxxxx..."
+    """
+    try:
+        text = repr(value)
+    except Exception:
+        kind = type(value)
+        label = (
+            kind.__qualname__
+            if kind.__module__ == "builtins"
+            else f"{kind.__module__}.{kind.__qualname__}"
+        )
+        return f"<{label} object>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class TimelyError(Exception):

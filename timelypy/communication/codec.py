@@ -142,7 +142,7 @@ from msgpack import ExtType, Packer, packb, unpackb
 from msgpack import version as _msgpack_version
 from msgpack.fallback import Packer as _PythonPacker
 
-from timelypy.errors import ConfigError, SerializationError
+from timelypy.errors import ConfigError, SerializationError, short_repr
 from timelypy.order import Product
 from timelypy.result import Err, Ok
 
@@ -593,14 +593,6 @@ def _type_label(value: object) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-def _short_repr(value: object, limit: int = 80) -> str:
-    try:
-        text = repr(value)
-    except Exception:
-        return f"<{_type_label(value)} object>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 class Codec(abc.ABC):
     """Turns messages into bytes and back, for workers in different processes.
 
@@ -750,7 +742,7 @@ def _encode_error(exc: Exception, context: str | None) -> SerializationError:
         value = exc.value
         return SerializationError(
             f"{prefix}cannot serialise {exc.what or 'record of type ' + _type_label(value)} "
-            f"({_short_repr(value)}) with the msgpack codec, which carries {_SUPPORTED}. "
+            f"({short_repr(value)}) with the msgpack codec, which carries {_SUPPORTED}. "
             "Convert it to those types, or choose the pickle serializer to send any Python "
             "object with cloudpickle (trusted, authenticated peers only): "
             f"{_PICKLE_HINT}."

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from timelypy.errors import ExchangeKeyError, SerializationError
+from timelypy.errors import ExchangeKeyError, SerializationError, short_repr
 from timelypy.events import Logger, MessagesEvent
 
 if TYPE_CHECKING:
@@ -228,7 +228,7 @@ class Exchange(Pact):
                             error = ExchangeKeyError(
                                 f"{where}: the exchange's partition must return one list per "
                                 f"worker ({peers}) holding every record of the batch "
-                                f"({len(records)}), but returned {_short(parts)}"
+                                f"({len(records)}), but returned {short_repr(parts)}"
                             )
                             _blame(error, operator.name, worker.index)
                             raise error
@@ -254,11 +254,6 @@ def _complete(parts: Any, peers: int, records: int) -> bool:
         return len(parts) == peers and sum(map(len, parts)) == records
     except TypeError:
         return False
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _gives_int(key: Callable[[Any], Any], record: Any) -> bool:

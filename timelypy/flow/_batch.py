@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from timelypy.errors import StateKeyError
+from timelypy.errors import StateKeyError, short_repr
 
 __all__ = ["BatchRefused", "map_batch", "flat_map_batch", "pre_aggregate", "describe"]
 
@@ -59,10 +59,7 @@ def describe(value: Any) -> str:
     >>> describe("abc")
     "a str ('abc')"
     """
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"a {type(value).__name__} ({text})"
+    return f"a {type(value).__name__} ({short_repr(value, 60)})"
 
 
 def map_batch(mapper: Callable[[list[Any]], list[Any]], what: str = "the mapper") -> BatchFn:

@@ -36,7 +36,7 @@ from timelypy.dataflow.channels import Exchange, Pact, Pipeline
 from timelypy.dataflow.handles import OperatorInfo, OperatorInput, OperatorOutput
 from timelypy.dataflow.notificator import EagerNotificator
 from timelypy.dataflow.stream import Stream
-from timelypy.errors import FlowError, StateKeyError, StepError
+from timelypy.errors import FlowError, StateKeyError, StepError, short_repr
 from timelypy.flow import _batch
 from timelypy.flow._folds import _fold, checked_fold, item_kind, keyed_check
 from timelypy.flow._fused import FusedRun, PerItem, per_item, runs
@@ -116,13 +116,8 @@ def route_by_key(item: tuple[str, Any]) -> int:
     except (AttributeError, TypeError, IndexError, KeyError):
         raise StateKeyError(
             f"a keyed step takes (key, value) 2-tuples with a str state key, but got "
-            f"{_short(item)} ({item_kind(item)}); map items to (str(key), value) before it"
+            f"{short_repr(item)} ({item_kind(item)}); map items to (str(key), value) before it"
         ) from None
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 #: How many state keys' hashes :func:`partition_by_key` remembers, per process.
