@@ -279,9 +279,14 @@ class Worker:
             self._look_for_stalls(now)
         if active:
             self._last_activity = now
-            self._active = set()
+            if len(active) == 1:
+                # Taken out of the set, which stays to gather what this step activates.
+                order: tuple[int] | list[int] = (active.pop(),)
+            else:
+                self._active = set()
+                order = sorted(active)
             dataflows = self._dataflows
-            for identifier in active if len(active) == 1 else sorted(active):
+            for identifier in order:
                 subgraph = dataflows.get(identifier)
                 if subgraph is not None and not subgraph.schedule():
                     del dataflows[identifier]

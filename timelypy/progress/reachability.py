@@ -80,6 +80,8 @@ Connectivity = list[PortConnectivity]
 
 _TARGET = PortKind.TARGET
 _SOURCE = PortKind.SOURCE
+#: The two kinds of port, targets (0) then sources (1), as ``_pointstamp_changes`` visits them.
+_KINDS = (0, 1)
 
 
 def _apply(summary: Any, time: Any) -> Any | None:
@@ -902,7 +904,8 @@ class Tracker:
         """
         result: list[tuple[int, int, int, list[tuple[Any, int]]]] = []
         total = 0
-        for kind, buffered in ((0, self.target_changes), (1, self.source_changes)):
+        for kind in _KINDS:
+            buffered = self.source_changes if kind else self.target_changes
             if not buffered:
                 continue
             if kind == 0:

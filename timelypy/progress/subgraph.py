@@ -482,8 +482,12 @@ class Subgraph(Operate):
         self._marked = True
         reported = self._reported
         if reported:
-            self._reported = set()
-            for index in reported if len(reported) == 1 else sorted(reported):
+            if len(reported) == 1:
+                order: tuple[int] | list[int] = (reported.pop(),)  # the set stays, for later ones
+            else:
+                self._reported = set()
+                order = sorted(reported)
+            for index in order:
                 # A reader this activates waits in ``_pending``, and runs below.
                 if self._direct:
                     self._extract_direct(index)
@@ -496,10 +500,10 @@ class Subgraph(Operate):
             self._marked = False
             return
         heap = self._active_heap  # empty outside a pass
-        self._pending = set()
         if len(pending) == 1:
-            heap.append(pending.pop())
+            heap.append(pending.pop())  # the set stays, empty, for what the pass activates
         else:
+            self._pending = set()
             heap.extend(pending)
             heapq.heapify(heap)
         self._marked = False
@@ -645,12 +649,11 @@ class Subgraph(Operate):
         dropped, and so is a port left with none.
         """
         tracker: Tracker = self.tracker  # type: ignore[assignment]
-        buffers = (tracker.target_changes, tracker.source_changes)
         stats = self.stats[index]
         for counts, kind, keys, sign, stat, readers in self._slots[index]:
             if not counts:
                 continue
-            into = buffers[kind]
+            into = tracker.source_changes if kind else tracker.target_changes
             for key in keys:
                 buffered = into.get(key)
                 if buffered is None:
