@@ -681,3 +681,35 @@ def test_an_operator_sending_into_an_input_sees_the_same_frontiers_fused(
     unfused = timelypy.execute(Config(fuse=False), program)[0]
     assert fused[0] == unfused[0]
     assert fused[1] == unfused[1] == [(e, e * 10 + 1) for e in range(5)]
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_map_and_filter_treat_one_record_batches_as_any_batch(fuse: bool) -> None:
+    """A one-record batch (the small-epoch path) gives what a longer batch gives, record by record.
+
+    The predicate returns truthy and falsy non-bools, and a kept one-record
+    batch must still hold the record itself, not the predicate's value.
+    """
+    batches = [[3], [0, 1, 2, 5], [4], [7], [], [6, 8], [9]]
+
+    def program(worker: timelypy.Worker) -> list[tuple[int, list[Any]]]:
+        handle = InputHandle()
+        seen: list[tuple[int, list[Any]]] = []
+        worker.dataflow(
+            lambda scope: (
+                scope.input_from(handle)
+                .map(lambda x: (x, x % 3))
+                .filter(lambda pair: pair[1])  # 0 drops, 1 and 2 keep
+                .inspect_batch(lambda t, d: seen.append((t, list(d))))
+                .probe()
+            )
+        )
+        for epoch, batch in enumerate(batches):
+            handle.send_batch(list(batch))
+            handle.advance_to(epoch + 1)
+            worker.step()
+        return seen
+
+    seen = timelypy.execute(Config(fuse=fuse), program)[0]
+    expected = [(t, [(x, x % 3) for x in batch if x % 3]) for t, batch in enumerate(batches)]
+    assert [(t, d) for t, d in seen if d] == [(t, d) for t, d in expected if d]

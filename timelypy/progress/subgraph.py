@@ -657,7 +657,7 @@ class Subgraph(Operate):
             for key in keys:
                 buffered = into.get(key)
                 if buffered is None:
-                    into[key] = dict(counts) if sign > 0 else {t: -n for t, n in counts.items()}
+                    into[key] = counts.copy() if sign > 0 else {t: -n for t, n in counts.items()}
                     continue
                 for time, n in counts.items():
                     total = buffered.get(time, 0) + sign * n

@@ -28,6 +28,9 @@ def filter(stream: Stream[T], predicate: Callable[[T], bool]) -> Stream[T]:
     """Keep the records for which ``predicate`` is true."""
 
     def fuse(time: object, data: list[T]) -> list[T]:
+        if len(data) == 1:
+            # A one-record batch (a small epoch's) without the comprehension's own frame.
+            return data if predicate(data[0]) else []
         return [x for x in data if predicate(x)]
 
     return fusible_unary(stream, "Filter", fuse)

@@ -34,6 +34,9 @@ def map(stream: Stream[T], func: Callable[[T], U]) -> Stream[U]:
     """Apply ``func`` to every record."""
 
     def fuse(time: object, data: list[T]) -> list[U]:
+        if len(data) == 1:
+            # A one-record batch (a small epoch's) without the comprehension's own frame.
+            return [func(data[0])]
         return [func(x) for x in data]
 
     return fusible_unary(stream, "Map", fuse)
