@@ -50,8 +50,8 @@ bytewax row had the smallest median in this run (also named), the same two
 ratios by CPU time (``cpu vs ...``, medians of ``time.process_time()`` over
 the same calls) and the wall-clock spread ``(max - min) / median``. A
 second table sets each goal next to its measured figure; a goal against
-bytewax (>= 3x for ``map_filter`` and ``wordcount``, >= 1x for
-``epoch_round_trip``) gets one row per bytewax row it is judged against:
+bytewax (>= 3x for ``map_filter`` and ``wordcount``, >= 1x and >= 1.5x
+for ``epoch_round_trip``) gets one row per bytewax row it is judged against:
 ``timelypy`` against every bytewax row, ``timelypy batch B`` against
 bytewax's rows at batch B. The goals are judged by wall-clock medians, as
 the issue asks; the CPU-time ratios are there because this runs on small
@@ -117,8 +117,9 @@ COLUMNS = [
 ]
 GOAL_COLUMNS = ["workload", "goal", "measured", "by CPU time", "met"]
 
-# The goals of the runtime-benchmark issue and of the small-epoch issue (fused
-# pipelines >= 0.9x plain Python, the round trip >= bytewax's epochs/s):
+# The goals of the runtime-benchmark issue, of the small-epoch issue (fused
+# pipelines >= 0.9x plain Python, the round trip >= bytewax's epochs/s) and of
+# the two-processes issue (the round trip >= 1.5x bytewax's epochs/s):
 # (workload, candidate, kind, target).
 SPEED_VS_PLAIN, SPEED_VS_BYTEWAX, RATE = "speed vs plain", "vs bytewax", "rate"
 GOALS: list[tuple[str, str, str, float]] = [
@@ -127,6 +128,7 @@ GOALS: list[tuple[str, str, str, float]] = [
     ("wordcount", "timelypy", SPEED_VS_BYTEWAX, 3.0),
     ("epoch_round_trip", "timelypy", RATE, 100_000.0),
     ("epoch_round_trip", "timelypy", SPEED_VS_BYTEWAX, 1.0),
+    ("epoch_round_trip", "timelypy", SPEED_VS_BYTEWAX, 1.5),
 ]
 
 
