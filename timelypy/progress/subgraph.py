@@ -482,18 +482,18 @@ class Subgraph(Operate):
         self._marked = True
         reported = self._reported
         if reported:
-            if len(reported) == 1:
-                order: tuple[int] | list[int] = (reported.pop(),)  # the set stays, for later ones
+            # A reader this activates waits in ``_pending``, and runs below.
+            if len(reported) == 1 and self._direct:
+                # The common small step: the set stays, empty, for later reports.
+                self._extract_direct(reported.pop())
             else:
                 self._reported = set()
-                order = sorted(reported)
-            for index in order:
-                # A reader this activates waits in ``_pending``, and runs below.
-                if self._direct:
-                    self._extract_direct(index)
-                else:
-                    child: Operate = self.children[index]  # type: ignore[assignment]
-                    self._extract(child, index, self._local if child.local else self._final)
+                for index in sorted(reported):
+                    if self._direct:
+                        self._extract_direct(index)
+                    else:
+                        child: Operate = self.children[index]  # type: ignore[assignment]
+                        self._extract(child, index, self._local if child.local else self._final)
         pending = self._pending
         if not pending:
             # Only counts to take (an input handle's, between steps): no pass to set up.
