@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import timelypy
 from tests.stepping import observed
-from timelypy import Config, InputHandle, ProbeHandle
+from timelypy import Config, InputHandle, Pipeline, ProbeHandle
 from timelypy.dataflow.fusion import fused_edges
 from timelypy.progress.metrics import time_operators
 
@@ -713,3 +713,48 @@ def test_map_and_filter_treat_one_record_batches_as_any_batch(fuse: bool) -> Non
     seen = timelypy.execute(Config(fuse=fuse), program)[0]
     expected = [(t, [(x, x % 3) for x in batch if x % 3]) for t, batch in enumerate(batches)]
     assert [(t, d) for t, d in seen if d] == [(t, d) for t, d in expected if d]
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_batches_that_are_not_lists_become_lists(fuse: bool) -> None:
+    """``send_batch`` and ``give_batch`` given a tuple, a generator or a set pass on a list.
+
+    Operators index and hand on their batches as lists (``map`` on a
+    one-record batch takes ``data[0]``), so any other iterable is copied
+    into one where it enters: the input handle and an operator's outputs.
+    """
+
+    def program(worker: timelypy.Worker) -> list[tuple[str, list[Any]]]:
+        handle = InputHandle()
+        seen: list[tuple[str, list[Any]]] = []
+
+        def build(scope: timelypy.Scope) -> None:
+            def constructor(cap: Any, info: Any) -> Any:
+                def logic(inp: Any, output: Any) -> None:
+                    for icap, data in inp:
+                        output.session(icap).give_batch(tuple(x * 10 for x in data))
+                        output.give_batch(icap, (x * 100 for x in data))
+
+                return logic
+
+            (
+                scope.input_from(handle)
+                .map(lambda x: x + 1)
+                .filter(lambda x: True)
+                .unary(Pipeline(), "Tuples", constructor)
+                .inspect_batch(lambda t, d: seen.append((type(d).__name__, list(d))))
+                .probe()
+            )
+
+        worker.dataflow(build)
+        for epoch, batch in enumerate([(5,), (x for x in [6]), {7}, (8, 9)]):
+            handle.send_batch(batch)  # type: ignore[arg-type]
+            handle.advance_to(epoch + 1)
+            worker.step()
+        return seen
+
+    seen = timelypy.execute(Config(fuse=fuse), program)[0]
+    assert {kind for kind, _ in seen} == {"list"}
+    assert sorted(x for _, batch in seen for x in batch) == sorted(
+        [60, 600, 70, 700, 80, 800, 90, 100, 900, 1000]
+    )

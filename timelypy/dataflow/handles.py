@@ -282,7 +282,9 @@ class Session(Generic[T]):
             output.flush()
 
     def give_batch(self, records: list[T]) -> None:
-        """Send a list of records; the list is handed over, not copied."""
+        """Send a list of records; the list is handed over, not copied (another iterable is)."""
+        if type(records) is not list:
+            records = list(records)
         if records:
             self._check()
             self._output._send(self._time, records)
@@ -338,7 +340,10 @@ class OperatorOutput(Generic[T]):
         return Session(self, cap)
 
     def give_batch(self, cap: Capability | InputCapability, records: list[T]) -> None:
-        """Send ``records`` at ``cap``'s time: ``session(cap).give_batch(records)``, faster."""
+        """Send ``records`` at ``cap``'s time: ``session(cap).give_batch(records)``, faster.
+
+        The list is handed over; any other iterable is copied into a list.
+        """
         kind = type(cap)
         if kind is Capability:
             if not cap.allows(self._op, self._index):  # type: ignore[union-attr]
@@ -348,6 +353,8 @@ class OperatorOutput(Generic[T]):
                 self._reject(cap)
         else:
             self._not_a_capability(cap)
+        if type(records) is not list:
+            records = list(records)
         if records:
             self._send(cap.time, records)
 

@@ -148,10 +148,16 @@ class InputHandle(Generic[T]):
             self.flush()
 
     def send_batch(self, records: list[T]) -> None:
-        """Send a list of records at the current time; the list is handed over."""
+        """Send a list of records at the current time; the list is handed over.
+
+        Operators take batches as lists: any other iterable (a tuple, a
+        generator) is copied into one first.
+        """
         self._check_open("send")
         if self._buffer:
             self.flush()
+        if type(records) is not list:
+            records = list(records)
         if records:
             self._push(records, self._senders)
 
