@@ -40,7 +40,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from time import monotonic as _monotonic  # read once a step: no attribute lookup
 from typing import Any, TypeVar
 
 from timelypy.communication.allocator import Allocator
@@ -275,7 +274,7 @@ class Worker:
         if not active and timeout == 0 and self._idle is not None:
             # Nothing to do and no waiting: the allocator knows who could use the CPU.
             self._idle()
-        now = _monotonic()
+        now = time.monotonic()
         if now >= self._next_stall_look:
             self._look_for_stalls(now)
         if active:
