@@ -281,8 +281,8 @@ class Session(Generic[T]):
         if len(buffer) >= BUFFER_SIZE:
             output.flush()
 
-    def give_batch(self, records: list[T]) -> None:
-        """Send a list of records; the list is handed over, not copied (another iterable is)."""
+    def give_batch(self, records: Iterable[T]) -> None:
+        """Send a batch of records: a list is handed over, not copied; another iterable is."""
         if type(records) is not list:
             records = list(records)
         if records:
@@ -291,13 +291,7 @@ class Session(Generic[T]):
 
     give_vec = give_batch
     give_container = give_batch
-
-    def give_iterator(self, records: Iterable[T]) -> None:
-        """Send every record of an iterable."""
-        batch = records if type(records) is list else list(records)
-        if batch:
-            self._check()
-            self._output._send(self._time, batch)
+    give_iterator = give_batch
 
     def __enter__(self) -> Session[T]:
         return self
