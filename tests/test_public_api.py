@@ -226,6 +226,7 @@ PUBLIC: dict[str, list[str]] = {
         "TimestampError",
         "WorkerAborted",
         "short_repr",
+        "type_label",
     ],
     "timelypy.events": [
         "ChannelsEvent",

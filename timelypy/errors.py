@@ -31,6 +31,7 @@ __all__ = [
     "StepError",
     "RecoveryError",
     "short_repr",
+    "type_label",
 ]
 
 
@@ -46,14 +47,20 @@ def short_repr(value: object, limit: int = 80) -> str:
     try:
         text = repr(value)
     except Exception:
-        kind = type(value)
-        label = (
-            kind.__qualname__
-            if kind.__module__ == "builtins"
-            else f"{kind.__module__}.{kind.__qualname__}"
-        )
-        return f"<{label} object>"
+        return f"<{type_label(value)} object>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def type_label(value: object) -> str:
+    """The name of ``value``'s type for a message: ``int``, ``decimal.Decimal``.
+
+    >>> type_label(1), type_label(ValueError())
+    ('int', 'ValueError')
+    """
+    kind = type(value)
+    if kind.__module__ == "builtins":
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 class TimelyError(Exception):

@@ -142,7 +142,7 @@ from msgpack import ExtType, Packer, packb, unpackb
 from msgpack import version as _msgpack_version
 from msgpack.fallback import Packer as _PythonPacker
 
-from timelypy.errors import ConfigError, SerializationError, short_repr
+from timelypy.errors import ConfigError, SerializationError, short_repr, type_label
 from timelypy.order import Product
 from timelypy.result import Err, Ok
 
@@ -454,7 +454,7 @@ class _Unsupported(TypeError):
     """Raised inside the pack hook; turned into a SerializationError with context."""
 
     def __init__(self, value: object, what: str | None = None) -> None:
-        super().__init__(f"the codec cannot carry {what or 'a ' + _type_label(value)}")
+        super().__init__(f"the codec cannot carry {what or 'a ' + type_label(value)}")
         self.value = value
         self.what = what
 
@@ -586,13 +586,6 @@ def _prefix(context: str | None) -> str:
     return f"{context}: " if context else ""
 
 
-def _type_label(value: object) -> str:
-    kind = type(value)
-    if kind.__module__ == "builtins":
-        return kind.__qualname__
-    return f"{kind.__module__}.{kind.__qualname__}"
-
-
 class Codec(abc.ABC):
     """Turns messages into bytes and back, for workers in different processes.
 
@@ -625,7 +618,7 @@ class Codec(abc.ABC):
         if type(message) is not tuple or len(message) != 2:
             raise SerializationError(
                 f"{_prefix(context)}expected a data message (time, records), "
-                f"got {_type_label(message)}"
+                f"got {type_label(message)}"
             )
         return message
 
@@ -741,7 +734,7 @@ def _encode_error(exc: Exception, context: str | None) -> SerializationError:
     if isinstance(exc, _Unsupported):
         value = exc.value
         return SerializationError(
-            f"{prefix}cannot serialise {exc.what or 'record of type ' + _type_label(value)} "
+            f"{prefix}cannot serialise {exc.what or 'record of type ' + type_label(value)} "
             f"({short_repr(value)}) with the msgpack codec, which carries {_SUPPORTED}. "
             "Convert it to those types, or choose the pickle serializer to send any Python "
             "object with cloudpickle (trusted, authenticated peers only): "
@@ -783,7 +776,7 @@ class PickleCodec(Codec):
             return out.getvalue()
         except Exception as exc:
             raise SerializationError(
-                f"{_prefix(context)}cannot pickle a message ({_type_label(obj)}): "
+                f"{_prefix(context)}cannot pickle a message ({type_label(obj)}): "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
 
