@@ -748,7 +748,7 @@ def test_batches_that_are_not_lists_become_lists(fuse: bool) -> None:
 
         worker.dataflow(build)
         for epoch, batch in enumerate([(5,), (x for x in [6]), {7}, (8, 9)]):
-            handle.send_batch(batch)  # type: ignore[arg-type]
+            handle.send_batch(batch)
             handle.advance_to(epoch + 1)
             worker.step()
         return seen

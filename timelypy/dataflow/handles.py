@@ -333,7 +333,7 @@ class OperatorOutput(Generic[T]):
             self._not_a_capability(cap)
         return Session(self, cap)
 
-    def give_batch(self, cap: Capability | InputCapability, records: list[T]) -> None:
+    def give_batch(self, cap: Capability | InputCapability, records: Iterable[T]) -> None:
         """Send ``records`` at ``cap``'s time: ``session(cap).give_batch(records)``, faster.
 
         The list is handed over; any other iterable is copied into a list.

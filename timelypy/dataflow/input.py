@@ -37,7 +37,7 @@ step, and the worker's frontiers move only in its steps, as without fusion.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from timelypy.dataflow.builder import OperatorBuilder
@@ -147,7 +147,7 @@ class InputHandle(Generic[T]):
         if len(buffer) >= SEND_BUFFER:
             self.flush()
 
-    def send_batch(self, records: list[T]) -> None:
+    def send_batch(self, records: Iterable[T]) -> None:
         """Send a list of records at the current time; the list is handed over.
 
         Operators take batches as lists: any other iterable (a tuple, a
